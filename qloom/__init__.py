@@ -1,0 +1,19 @@
+"""qloom: quantized neural networks (QONNX) to verified streaming accelerators."""
+
+__version__ = "0.1.0"
+
+from .errors import QloomError  # noqa: E402
+
+__all__ = ["QloomError", "load", "compile", "__version__"]
+
+
+def load(model, **options):
+    """Load a QONNX model (path or ``onnx.ModelProto``) into an integer ``Network``."""
+    from .nn.load import load as _load
+    return _load(model, **options)
+
+
+def compile(model, out_dir=None, **options):
+    """Compile a QONNX model (or a loaded ``Network``) into a streaming accelerator design."""
+    from .flows.compile import compile_model
+    return compile_model(model, out_dir, **options)
