@@ -28,9 +28,9 @@ def rtl_duplicate(dut, words, *, in_stall, out_stalls, seed=0, max_cycles=5000):
             await ctx.tick().until(dut.i.ready)
         ctx.set(dut.i.valid, 0)
 
-    def sink(name, stall):
+    def sink(name, stall, sink_seed):
         port = getattr(dut, name)
-        local = random.Random(hash((seed, name)))
+        local = random.Random(sink_seed)
 
         async def run(ctx):
             for cycle in range(max_cycles):
@@ -48,8 +48,8 @@ def rtl_duplicate(dut, words, *, in_stall, out_stalls, seed=0, max_cycles=5000):
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(source, background=True)
-    sim.add_testbench(sink("o0", out_stalls[0]))
-    sim.add_testbench(sink("o1", out_stalls[1]))
+    sim.add_testbench(sink("o0", out_stalls[0], seed + 1))
+    sim.add_testbench(sink("o1", out_stalls[1], seed + 2))
     sim.run()
     return got, cycles
 
