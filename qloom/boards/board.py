@@ -1,0 +1,84 @@
+"""What qloom needs to know about a board beyond its amaranth-boards platform: the device
+budget, the clocks, the host link and how to program it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Callable
+
+from amaranth.build import Platform
+
+__all__ = ["Family", "Resources", "Board"]
+
+
+class Family(enum.Enum):
+    """FPGA families qloom can build for; only the open-flow ones run here."""
+
+    ICE40 = "ice40"
+    ECP5 = "ecp5"
+    XILINX7 = "xilinx7"
+
+    @property
+    def open_flow(self) -> bool:
+        """Yosys + nextpnr (YoWASP) can build a bitstream for this family."""
+        return self is not Family.XILINX7
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A count of the four resource kinds the cost model and the fit check speak about:
+    logic cells (LUT4 equivalents), flip-flops, hard multipliers and block RAMs."""
+
+    lut: int
+    ff: int
+    dsp: int
+    bram: int
+
+    def __post_init__(self):
+        for name in ("lut", "ff", "dsp", "bram"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise TypeError(f"Resource count {name} must be a non-negative integer, "
+                                f"not {value!r}")
+
+    def as_dict(self) -> dict:
+        return {"lut": self.lut, "ff": self.ff, "dsp": self.dsp, "bram": self.bram}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Resources":
+        return cls(**{k: int(round(float(d.get(k, 0)))) for k in ("lut", "ff", "dsp", "bram")})
+
+
+@dataclass(frozen=True)
+class Board:
+    """One supported board.
+
+    ``platform`` builds the amaranth-boards platform (pins, oscillator, vendor flow);
+    ``budget`` is the device's capacity; ``clock_mhz`` the default accelerator clock that the
+    board top's PLL makes from the ``oscillator_mhz`` input; ``programmer`` is the command
+    line that loads a bitstream (``{bitstream}`` is replaced by its path);
+    ``uart_note`` says where the host link's serial port is.
+    """
+
+    name: str
+    title: str
+    platform: Callable[[], Platform]
+    family: Family
+    device: str
+    package: str
+    budget: Resources
+    oscillator_mhz: float
+    clock_mhz: float
+    programmer: str
+    bitstream_ext: str
+    uart_note: str
+    max_baud: int = 115200
+
+    def __post_init__(self):
+        if self.clock_mhz <= 0 or self.oscillator_mhz <= 0:
+            raise ValueError(f"Board {self.name!r} clocks must be positive, not "
+                             f"{self.oscillator_mhz!r} / {self.clock_mhz!r}")
+
+    def program_command(self, bitstream: str) -> str:
+        return self.programmer.format(bitstream=bitstream)

@@ -1,0 +1,69 @@
+"""The boards qloom knows, each a thin layer over its amaranth-boards platform."""
+
+from __future__ import annotations
+
+from amaranth.build import Attrs
+from amaranth_boards.arty_a7 import ArtyA7_35Platform
+from amaranth_boards.icebreaker import ICEBreakerPlatform
+from amaranth_boards.orangecrab_r0_2 import OrangeCrabR0_2_25FPlatform
+from amaranth_boards.resources import UARTResource
+from amaranth_boards.ulx3s import ULX3S_25F_Platform, ULX3S_85F_Platform
+
+from ..errors import QloomError
+from .board import Board, Family, Resources
+
+__all__ = ["BOARDS", "get_board"]
+
+
+class OrangeCrab25FWithUART(OrangeCrabR0_2_25FPlatform):
+    """The OrangeCrab has no USB-serial bridge: the host link uses a 3.3 V USB-UART
+    adapter on the Feather header (board RX on pin 0, TX on pin 1)."""
+
+    resources = OrangeCrabR0_2_25FPlatform.resources + [
+        UARTResource(0, rx="0", tx="1", conn=("io", 0), attrs=Attrs(IO_TYPE="LVCMOS33")),
+    ]
+
+
+_ECP5_85F = Resources(lut=83640, ff=83640, dsp=156, bram=208)
+_ECP5_25F = Resources(lut=24288, ff=24288, dsp=28, bram=56)
+
+BOARDS: dict[str, Board] = {b.name: b for b in [
+    Board(name="icebreaker", title="1BitSquared iCEBreaker",
+          platform=ICEBreakerPlatform, family=Family.ICE40, device="iCE40UP5K",
+          package="SG48", budget=Resources(lut=5280, ff=5280, dsp=8, bram=30),
+          oscillator_mhz=12.0, clock_mhz=48.0,
+          programmer="iceprog {bitstream}", bitstream_ext="bin",
+          uart_note="FTDI channel B (usually /dev/ttyUSB1)", max_baud=1_000_000),
+    Board(name="ulx3s-85f", title="Radiona ULX3S (LFE5U-85F)",
+          platform=ULX3S_85F_Platform, family=Family.ECP5, device="LFE5U-85F",
+          package="BG381", budget=_ECP5_85F, oscillator_mhz=25.0, clock_mhz=100.0,
+          programmer="openFPGALoader -b ulx3s {bitstream}", bitstream_ext="bit",
+          uart_note="the FTDI US1 port (usually /dev/ttyUSB0)", max_baud=3_000_000),
+    Board(name="ulx3s-25f", title="Radiona ULX3S (LFE5U-25F)",
+          platform=ULX3S_25F_Platform, family=Family.ECP5, device="LFE5U-25F",
+          package="BG381", budget=_ECP5_25F, oscillator_mhz=25.0, clock_mhz=100.0,
+          programmer="openFPGALoader -b ulx3s {bitstream}", bitstream_ext="bit",
+          uart_note="the FTDI US1 port (usually /dev/ttyUSB0)", max_baud=3_000_000),
+    Board(name="orangecrab-25f", title="Good Stuff Department OrangeCrab r0.2 (LFE5U-25F)",
+          platform=OrangeCrab25FWithUART, family=Family.ECP5, device="LFE5U-25F",
+          package="MG285", budget=_ECP5_25F, oscillator_mhz=48.0, clock_mhz=96.0,
+          programmer="ecpprog -S {bitstream}  # or: dfu-util -a 0 -D {bitstream}",
+          bitstream_ext="bit",
+          uart_note="a 3.3 V USB-UART adapter on Feather pins 0 (board RX) and 1 (board TX)"),
+    Board(name="arty-a7-35", title="Digilent Arty A7-35T",
+          platform=ArtyA7_35Platform, family=Family.XILINX7, device="xc7a35ti",
+          package="csg324", budget=Resources(lut=20800, ff=41600, dsp=90, bram=50),
+          oscillator_mhz=100.0, clock_mhz=100.0,
+          programmer="openFPGALoader -b arty {bitstream}  # or Vivado hw_server",
+          bitstream_ext="bit",
+          uart_note="the FTDI channel B (usually /dev/ttyUSB1)", max_baud=3_000_000),
+]}
+
+
+def get_board(name: str) -> Board:
+    """The board called ``name``; a QloomError lists the known ones otherwise."""
+    try:
+        return BOARDS[name]
+    except (KeyError, TypeError):
+        raise QloomError(f"unknown board {name!r}; known boards: "
+                         f"{', '.join(sorted(BOARDS))}") from None

