@@ -1,0 +1,140 @@
+"""The ``qloom`` command line: one subcommand per flow step.
+
+Each step module provides ``add_parser(subparsers)`` and ``run(args) -> int``; this file
+only collects them and turns qloom errors into one clear line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from .. import __version__
+from ..errors import QloomError
+
+__all__ = ["main"]
+
+# Subcommands provided by other modules: (module, description for a missing module).
+_STEP_MODULES = ["qloom.flows.simulate", "qloom.flows.build", "qloom.flows.deploy",
+                 "qloom.flows.host", "qloom.boards.cli"]
+
+
+def _add_inspect(sub):
+    p = sub.add_parser("inspect", help="show the integer network of a QONNX model",
+                       description="Load a QONNX model and print, per layer: op, shapes, "
+                                   "input/weight/output datatypes, MACs and weight bits.")
+    p.add_argument("model", help="QONNX model (.onnx)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _add_load_options(p)
+    p.set_defaults(func=_run_inspect)
+
+
+def _add_load_options(p):
+    p.add_argument("--input-type", metavar="DTYPE",
+                   help="datatype of a float graph input that has no quantizer, e.g. INT16, "
+                        "UINT8, UINT1 (default INT16)")
+    p.add_argument("--input-scale", type=float, metavar="S",
+                   help="scale of that input: float = integer * S (default 2**-10)")
+
+
+def load_options(args) -> dict:
+    from ..nn.load import parse_dtype
+    options = {}
+    if getattr(args, "input_type", None):
+        options["input_type"] = parse_dtype(args.input_type)
+    if getattr(args, "input_scale", None) is not None:
+        options["input_scale"] = args.input_scale
+    return options
+
+
+def _run_inspect(args) -> int:
+    from ..nn.load import load
+    from ..nn.summary import render_table, summarize
+    summary = summarize(load(args.model, **load_options(args)))
+    print(json.dumps(summary, indent=2) if args.json else render_table(summary))
+    return 0
+
+
+def _add_compile(sub):
+    p = sub.add_parser("compile", help="compile a QONNX model into a streaming accelerator",
+                       description="Map every layer onto a hardware engine, fold it, and "
+                                   "write OUT/rtl/*.v (top module qloom_top), "
+                                   "OUT/manifest.json, OUT/report.json and OUT/report.md.")
+    p.add_argument("model", help="QONNX model (.onnx)")
+    p.add_argument("-o", "--out", required=True, help="output folder (replaced when complete)")
+    p.add_argument("--board", help="target board (see `qloom boards`): sets the resource "
+                                   "model, DSP budget and default clock")
+    p.add_argument("--clock", type=float, metavar="MHZ", help="target clock in MHz "
+                   "(default: the board's, else 100)")
+    p.add_argument("--target-fps", type=float, metavar="N",
+                   help="fold each layer just enough to reach N frames per second")
+    p.add_argument("--fold", metavar="FILE|auto",
+                   help="JSON file of per-layer foldings ({\"layer\": {\"pe\": 4, \"simd\": 8}}), "
+                        "or 'auto': the fastest folding that fits --board")
+    p.add_argument("--dsp-budget", type=int, metavar="N",
+                   help="multipliers on DSP blocks (default: the board's DSP count)")
+    p.add_argument("--no-pipeline", action="store_true",
+                   help="fewer register stages: smaller, lower Fmax")
+    _add_load_options(p)
+    p.set_defaults(func=_run_compile)
+
+
+def _run_compile(args) -> int:
+    from .compile import compile_model
+    design = compile_model(
+        args.model, args.out, board=args.board, clock_mhz=args.clock,
+        target_fps=args.target_fps, fold=args.fold, dsp_budget=args.dsp_budget,
+        pipeline=not args.no_pipeline, load_options=load_options(args),
+        progress=lambda msg: print(f"qloom compile: {msg}", file=sys.stderr))
+    r = design.report
+    print(f"wrote {design.out_dir}: {len(r['layers'])} engines, bottleneck "
+          f"{r['bottleneck']} at {r['ideal_ii_cycles']:,} cycles/frame, "
+          f"{r['fps_at_clock']:,.0f} frames/s at {r['clock_mhz']:g} MHz; estimated "
+          + ", ".join(f"{k.upper()} {v:,}" for k, v in r["resources"].items()))
+    if r["board"] and not r["board"]["fits"]:
+        print(f"warning: the estimate does not fit {r['board']['name']} (over in "
+              f"{', '.join(r['board']['over'])}); try --fold auto", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qloom", description="Quantized neural networks (QONNX) to verified streaming "
+                                  "accelerators, with open FPGA tools.")
+    parser.add_argument("--version", action="version", version=f"qloom {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_inspect(sub)
+    _add_compile(sub)
+    for name in _STEP_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as e:
+            if e.name != name:
+                raise
+            continue
+        before = set(sub.choices)
+        module.add_parser(sub)
+        for command in set(sub.choices) - before:
+            if sub.choices[command].get_default("func") is None:
+                sub.choices[command].set_defaults(func=module.run)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except QloomError as e:
+        print(f"qloom {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"qloom {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

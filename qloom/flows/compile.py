@@ -1,0 +1,310 @@
+"""``qloom compile``: a QONNX model to a streaming accelerator (Verilog, manifest, report).
+
+The flow is an ordered list of small steps ``step(state, cfg) -> state``; each step's wall
+time goes into the report. Output folders are written completely or not at all: everything
+goes to a temporary sibling folder that replaces ``OUT`` only when it is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..errors import QloomError
+from .cost import Family, Resources
+from .engines.base import BuildOptions
+from .engines.mapping import map_network
+from .plan import Plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file, read_fold_file
+from .report import render_report_md
+
+__all__ = ["CompileConfig", "Design", "compile_model", "STEPS"]
+
+
+@dataclass(frozen=True)
+class CompileConfig:
+    clock_mhz: float | None = None       # None: the board's default clock, else 100 MHz
+    target_fps: float | None = None
+    fold: str | Path | dict | None = None   # a fold file, a dict like it, or "auto"
+    board: str | None = None
+    load_options: dict = field(default_factory=dict)
+    pipeline: bool = True
+    dsp_budget: int | None = None        # None: the board's DSP count, else unlimited
+
+
+@dataclass
+class CompileState:
+    model: object
+    network: object = None
+    engines: list = None
+    input: str = None
+    output: str = None
+    board: object = None
+    options: BuildOptions = None
+    plan: Plan = None
+    top: object = None
+    verilog: str = None
+    timings: dict = field(default_factory=dict)
+
+
+def step_load(state, cfg):
+    from ..nn.load import load
+    state.network = load(state.model, **cfg.load_options)
+    return state
+
+
+def step_map(state, cfg):
+    state.engines, state.input, state.output = map_network(state.network)
+    return state
+
+
+def step_target(state, cfg):
+    family, dsp_budget = Family.ICE40, cfg.dsp_budget
+    if cfg.board is not None:
+        from ..boards import get_board
+        state.board = get_board(cfg.board)
+        family = Family(state.board.family)
+        if dsp_budget is None:
+            dsp_budget = state.board.budget.dsp
+    state.options = BuildOptions(family=family, dsp_budget=dsp_budget, pipeline=cfg.pipeline)
+    return state
+
+
+def _clock_mhz(state, cfg) -> float:
+    if cfg.clock_mhz is not None:
+        return float(cfg.clock_mhz)
+    if state.board is not None:
+        return float(state.board.clock_mhz)
+    return 100.0
+
+
+def step_fold(state, cfg):
+    engines, options = state.engines, state.options
+    if cfg.target_fps is not None:
+        if cfg.target_fps <= 0:
+            raise QloomError(f"--target-fps must be positive, not {cfg.target_fps}")
+        budget = _clock_mhz(state, cfg) * 1e6 / cfg.target_fps
+        base = plan_for_cycles(engines, budget, options)
+    else:
+        base = plan_default(engines, options)
+    if cfg.fold == "auto":
+        if state.board is None:
+            raise QloomError("--fold auto needs a board (--board B) to fit into")
+        state.plan = fit_to_budget(engines, _budget_of(state.board), options)
+    elif isinstance(cfg.fold, dict):
+        state.plan = plan_from_file(engines, cfg.fold, options, base)
+    elif cfg.fold is not None:
+        state.plan = plan_from_file(engines, read_fold_file(cfg.fold), options, base)
+    else:
+        state.plan = base
+    return state
+
+
+def _budget_of(board) -> Resources:
+    b = board.budget
+    return Resources(lut=b.lut, ff=b.ff, dsp=b.dsp, bram=b.bram)
+
+
+def step_build(state, cfg):
+    from ..hw.top import AcceleratorTop
+    plan, net = state.plan, state.network
+    nodes = []
+    for e in state.engines:
+        nodes += e.nodes(plan.folds[e.name], state.options, plan.dsps[e.name])
+    first = next(e for e in state.engines if state.input in e.inputs)
+    last = next(e for e in state.engines if e.output == state.output)
+    in_lanes = first.in_lanes(plan.folds[first.name])
+    out_lanes = last.out_lanes(plan.folds[last.name])
+    in_elems = int(np.prod(net.shape_of(net.input)))
+    out_elems = int(np.prod(net.shape_of(net.output)))
+    # A residual's skip path must hold what the other branch swallows before it answers:
+    # give both inputs of every add a whole frame.
+    depths = {}
+    for e in state.engines:
+        if e.kind == "add":
+            words = math.ceil(int(np.prod(net.shape_of(e.output))) / e.in_lanes(plan.folds[e.name]))
+            for t in e.inputs:
+                depths[(t, e.name)] = words + 4
+    state.top = AcceleratorTop(nodes=nodes, input=state.input, output=state.output,
+                               in_lanes=in_lanes, out_lanes=out_lanes,
+                               in_words=math.ceil(in_elems / in_lanes),
+                               out_words=math.ceil(out_elems / out_lanes),
+                               edge_depths=depths)
+    return state
+
+
+def step_emit(state, cfg):
+    from amaranth.back import verilog
+    state.verilog = verilog.convert(state.top, name="qloom_top", emit_src=False)
+    return state
+
+
+STEPS = [("load", step_load), ("map", step_map), ("target", step_target),
+         ("fold", step_fold), ("build", step_build), ("emit", step_emit)]
+
+
+def _port(net, tensor, lanes):
+    info = net.tensors[tensor]
+    elems = int(np.prod(info.shape))
+    dtype = info.dtype
+    bits = dtype.bits
+    encoding = ("bipolar: code 0 = -1, code 1 = +1" if dtype.bipolar else
+                "two's complement" if dtype.signed else "unsigned")
+    return {"lanes": lanes, "element_bits": bits, "signed": dtype.signed,
+            "payload_bits": lanes * bits + 1, "last_bit": lanes * bits,
+            "words_per_frame": math.ceil(elems / lanes), "elements_per_frame": elems,
+            "shape": list(info.shape), "dtype": dtype.to_json(), "encoding": encoding,
+            "order": "channels-last; element k of word w is frame element w*lanes+k; "
+                     "lane 0 in the least significant bits; last = top bit"}
+
+
+def _floats(a):
+    return None if a is None else np.asarray(a, dtype=np.float64).ravel().tolist()
+
+
+def _layer_rows(state):
+    plan = state.plan
+    rows = []
+    for e in state.engines:
+        fold = plan.folds[e.name]
+        rows.append({"name": e.name, "layers": list(e.layers), "engine": e.engine_name,
+                     "inputs": list(e.inputs), "output": e.output,
+                     "fold": e.fold_json(fold), "dsp_multipliers": plan.dsps[e.name],
+                     "cycles_per_frame": plan.cycles[e.name],
+                     "resources": plan.resources[e.name].to_json()})
+    return rows
+
+
+def _documents(state, cfg, model_file):
+    net, plan, top = state.network, state.plan, state.top
+    clock = _clock_mhz(state, cfg)
+    layers = _layer_rows(state)
+    manifest = {
+        "format": 1, "qloom_version": __version__, "top": "qloom_top",
+        "rtl": ["rtl/qloom_top.v"], "model": net.name, "model_file": model_file,
+        "load_options": _json_options(cfg.load_options), "clock_mhz": clock,
+        "input": {"port": "i", "tensor": state.input,
+                  **_port(net, net.input, top.in_layout["data"].shape.length)},
+        "output": {"port": "o", "tensor": state.output,
+                   **_port(net, net.output, top.out_layout["data"].shape.length)},
+        "host": {"input_name": net.input_name, "input_shape": list(net.input_shape),
+                 "input_scale": _floats(net.input_scale),
+                 "input_zero_point": _floats(net.input_zero_point),
+                 "prefix_ops": list(net.prefix_ops),
+                 "output_scale": _floats(net.tensors[net.output].scale),
+                 "tail_ops": list(net.tail_ops)},
+        "layers": layers, "ideal_ii_cycles": plan.ideal_ii_cycles,
+        "board": cfg.board,
+    }
+    total = plan.total
+    report = {
+        "model": net.name, "qloom_version": __version__, "clock_mhz": clock,
+        "folding": plan.how, "family": state.options.family.value,
+        "dsp_budget": state.options.dsp_budget,
+        "layers": layers, "bottleneck": plan.bottleneck,
+        "ideal_ii_cycles": plan.ideal_ii_cycles,
+        "fps_at_clock": clock * 1e6 / plan.ideal_ii_cycles,
+        "resources": total.to_json(),
+        "board": None if state.board is None else {
+            "name": cfg.board, "budget": _budget_of(state.board).to_json(),
+            "fits": total.fits(_budget_of(state.board)),
+            "over": total.over(_budget_of(state.board))},
+        "step_seconds": {k: round(v, 3) for k, v in state.timings.items()},
+    }
+    return manifest, report
+
+
+def _json_options(options: dict) -> dict:
+    out = {}
+    for k, v in options.items():
+        out[k] = v.name if hasattr(v, "name") and hasattr(v, "bits") else v
+    return out
+
+
+@dataclass
+class Design:
+    """A compiled design folder: its manifest and report, and how to simulate it."""
+
+    out_dir: Path
+    manifest: dict
+    report: dict
+    network: object = None
+
+    def simulate(self, x=None, *, random=None, **options) -> dict:
+        from .simulate import simulate
+        return simulate(self.out_dir, inputs=x, random=random, **options)
+
+    @classmethod
+    def open(cls, out_dir) -> "Design":
+        out_dir = Path(out_dir)
+        try:
+            manifest = json.loads((out_dir / "manifest.json").read_text())
+            report = json.loads((out_dir / "report.json").read_text())
+        except FileNotFoundError as e:
+            raise QloomError(f"{out_dir} is not a compiled design ({e.filename} is missing); "
+                             f"make one with `qloom compile MODEL -o {out_dir}`") from None
+        return cls(out_dir, manifest, report)
+
+
+def compile_model(model, out_dir=None, *, progress=None, **options) -> Design:
+    """Compile ``model`` (a path or onnx.ModelProto) into ``out_dir`` (a temporary folder
+    when None). ``options`` are ``CompileConfig`` fields."""
+    unknown = sorted(set(options) - set(CompileConfig.__dataclass_fields__))
+    if unknown:
+        raise QloomError(f"unknown compile option(s) {unknown}; known: "
+                         f"{sorted(CompileConfig.__dataclass_fields__)}")
+    cfg = CompileConfig(**options)
+    state = CompileState(model=model)
+    for name, step in STEPS:
+        if progress:
+            progress(f"{name} ...")
+        t0 = time.perf_counter()
+        state = step(state, cfg)
+        state.timings[name] = time.perf_counter() - t0
+    out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="qloom-"))
+    manifest, report = _write(state, cfg, out_dir)
+    return Design(out_dir, manifest, report, state.network)
+
+
+def _write(state, cfg, out_dir: Path):
+    out_dir = out_dir.resolve()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        (staging / "rtl").mkdir()
+        (staging / "rtl" / "qloom_top.v").write_text(state.verilog)
+        model_file = "model.onnx"
+        _save_model(state.model, staging / model_file)
+        manifest, report = _documents(state, cfg, model_file)
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        (staging / "report.md").write_text(render_report_md(report))
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out_dir.rename(old)
+            staging.rename(out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return manifest, report
+
+
+def _save_model(model, path: Path):
+    import onnx
+    if isinstance(model, (str, Path)):
+        shutil.copyfile(model, path)
+    elif isinstance(model, onnx.ModelProto):
+        onnx.save(model, str(path))
+    else:
+        raise QloomError(f"a model is a path or an onnx.ModelProto, not {type(model).__name__}")

@@ -1,0 +1,93 @@
+"""The resource cost model: LUT4, flip-flops, DSP blocks and block RAMs per engine.
+
+Every formula here is a first-order model of what the templates in ``qloom.hw`` instantiate,
+fitted against Yosys (``stat -json``) on iCE40 and ECP5; ``bench/`` and ``qloom build``
+compare its numbers with real synthesis on every build and report the error.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, fields
+
+__all__ = ["Family", "Resources", "memory_cost", "adder_tree_luts", "comparator_luts"]
+
+
+class Family(enum.Enum):
+    ICE40 = "ice40"
+    ECP5 = "ecp5"
+    GENERIC = "generic"   # counted like ECP5 (LUT4 fabric with 18x18 multipliers)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Logic resources: LUT4s, flip-flops, DSP blocks (SB_MAC16 / MULT18X18D) and block
+    RAMs (SB_RAM40_4K / DP16KD)."""
+
+    lut: int = 0
+    ff: int = 0
+    dsp: int = 0
+    bram: int = 0
+
+    def __add__(self, other: "Resources") -> "Resources":
+        return Resources(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def fits(self, budget: "Resources") -> bool:
+        return all(getattr(self, f.name) <= getattr(budget, f.name) for f in fields(self))
+
+    def over(self, budget: "Resources") -> list[str]:
+        """Names of the resources that exceed ``budget``."""
+        return [f.name for f in fields(self) if getattr(self, f.name) > getattr(budget, f.name)]
+
+    def to_json(self) -> dict:
+        return {f.name: int(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Resources":
+        return cls(**{f.name: int(d.get(f.name, 0)) for f in fields(cls)})
+
+
+# Block RAM aspect ratios (depth, width) per family.
+_BRAM_SHAPES = {
+    Family.ICE40: [(256, 16), (512, 8), (1024, 4), (2048, 2)],
+    Family.ECP5: [(512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1)],
+}
+_BRAM_SHAPES[Family.GENERIC] = _BRAM_SHAPES[Family.ECP5]
+# Below this many bits a memory is cheaper in logic than in a block RAM.
+_BRAM_MIN_BITS = {Family.ICE40: 2048, Family.ECP5: 4096, Family.GENERIC: 4096}
+
+
+def _bram_count(depth: int, width: int, family: Family) -> int:
+    return min(math.ceil(depth / d) * math.ceil(width / w) for d, w in _BRAM_SHAPES[family])
+
+
+def memory_cost(depth: int, width: int, family: Family, style: str = "auto") -> Resources:
+    """A read-only weight/threshold memory with a registered output port."""
+    bits = depth * width
+    if depth <= 1:
+        return Resources(ff=width)
+    use_bram = style == "block" or (style == "auto" and bits >= _BRAM_MIN_BITS[family])
+    if use_bram:
+        return Resources(bram=_bram_count(depth, width, family))
+    # A ROM in LUT4s: one LUT per 16 words per output bit, plus the read mux tree.
+    leaves = math.ceil(depth / 16)
+    luts = width * (leaves + (leaves - 1) // 3)
+    return Resources(lut=luts, ff=width)
+
+
+def adder_tree_luts(n: int, bits: int) -> int:
+    """LUT4s of an adder tree summing ``n`` operands of ``bits`` bits (carry chains: about
+    one LUT per result bit per adder)."""
+    luts, width = 0, bits
+    while n > 1:
+        pairs = n // 2
+        width += 1
+        luts += pairs * width
+        n -= pairs
+    return luts
+
+
+def comparator_luts(bits: int) -> int:
+    """One ``x >= constant-from-memory`` comparison on a carry chain."""
+    return bits + 1

@@ -1,0 +1,44 @@
+"""Residual additions of two streams of one shape."""
+
+from __future__ import annotations
+
+from ...nn.dtypes import DataType
+from ...nn.ir import Add
+from ..cost import Resources
+from .base import Engine, Fold, divisors
+
+__all__ = ["AddEngine"]
+
+
+class AddEngine(Engine):
+    kind = "add"
+
+    def __init__(self, layer: Add, shape, a_type: DataType, b_type: DataType):
+        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.layer, self.a_type, self.b_type = layer, a_type, b_type
+        self.channels = shape[-1]
+        self.elements = 1
+        for d in shape:
+            self.elements *= d
+
+    def folds(self):
+        return [Fold(pe) for pe in divisors(self.channels)]
+
+    def cycles(self, fold):
+        return self.elements // fold.pe
+
+    def resources(self, fold, options, dsps=0):
+        bits = max(self.a_type.bits, self.b_type.bits) + 1
+        return Resources(lut=fold.pe * bits + 4, ff=fold.pe * bits + 2)
+
+    def in_lanes(self, fold):
+        return fold.pe
+
+    def out_lanes(self, fold):
+        return fold.pe
+
+    def nodes(self, fold, options, dsps=0):
+        from ...hw.add import ElementwiseAdd
+        from ...hw.top import Node
+        unit = ElementwiseAdd(a_type=self.a_type, b_type=self.b_type, lanes=fold.pe)
+        return [Node(self.name, unit, self.inputs, self.output)]

@@ -1,0 +1,102 @@
+"""What the compiler knows about an engine: which IR layers it implements, its legal
+foldings, its ideal cycles per frame and estimated resources for a folding, and how to
+build its hardware nodes."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+from ...errors import QloomError
+from ..cost import Family, Resources
+
+__all__ = ["Fold", "BuildOptions", "Engine", "divisors"]
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True, order=True)
+class Fold:
+    """Parallelism of an engine: ``pe`` output lanes (PE, array columns) and ``simd``
+    input lanes (SIMD, array rows). Engines with one lane count use ``pe`` only."""
+
+    pe: int = 1
+    simd: int = 1
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Hardware choices the compiler makes for every engine."""
+
+    family: Family = Family.ICE40
+    dsp_budget: int | None = None      # multipliers on DSP blocks, whole design
+    pipeline: bool = True              # register stages for Fmax (adder trees, memories)
+
+
+class Engine(abc.ABC):
+    """An engine implements one or more IR layers (e.g. a Dense with its thresholds)."""
+
+    kind: str = "engine"
+    fold_keys: tuple[str, ...] = ("pe",)
+
+    def __init__(self, name: str, layers: tuple[str, ...], inputs: tuple[str, ...], output: str):
+        self.name, self.layers, self.inputs, self.output = name, layers, inputs, output
+
+    @abc.abstractmethod
+    def folds(self) -> list[Fold]:
+        """Every legal folding, from the most folded (slowest) upwards."""
+
+    @abc.abstractmethod
+    def cycles(self, fold: Fold) -> int:
+        """Ideal cycles per frame at this folding."""
+
+    @abc.abstractmethod
+    def resources(self, fold: Fold, options: BuildOptions, dsps: int = 0) -> Resources:
+        """Estimated resources; ``dsps`` multipliers of this engine go on DSP blocks."""
+
+    @abc.abstractmethod
+    def nodes(self, fold: Fold, options: BuildOptions, dsps: int = 0) -> list:
+        """Hardware nodes (``qloom.hw.top.Node``) implementing the engine."""
+
+    @abc.abstractmethod
+    def in_lanes(self, fold: Fold) -> int: ...
+
+    @abc.abstractmethod
+    def out_lanes(self, fold: Fold) -> int: ...
+
+    def multipliers(self, fold: Fold) -> int:
+        """Multipliers this engine instantiates (candidates for DSP blocks)."""
+        return 0
+
+    @property
+    def engine_name(self) -> str:
+        return self.kind
+
+    def fold_json(self, fold: Fold) -> dict:
+        values = {"pe": fold.pe, "simd": fold.simd}
+        return {k: values[k] for k in self.fold_keys}
+
+    def parse_fold(self, spec: dict) -> Fold:
+        """A folding from a fold-file entry; unknown keys and illegal factors are errors
+        naming the layer, the value and what is allowed."""
+        if not isinstance(spec, dict):
+            raise QloomError(f"fold for layer '{self.name}' must be an object like "
+                             f"{self.fold_json(self.folds()[0])}, not {spec!r}")
+        unknown = sorted(set(spec) - set(self.fold_keys))
+        if unknown:
+            raise QloomError(f"fold for layer '{self.name}': unknown key(s) {unknown}; "
+                             f"a {self.engine_name} engine takes {list(self.fold_keys)}")
+        legal = self.folds()
+        base = legal[0]
+        fold = Fold(pe=spec.get("pe", base.pe), simd=spec.get("simd", base.simd))
+        if fold not in legal:
+            for key in self.fold_keys:
+                value = getattr(fold, key)
+                options = sorted({getattr(f, key) for f in legal})
+                if value not in options:
+                    raise QloomError(f"fold for layer '{self.name}': {key} = {value!r} is "
+                                     f"not legal; allowed: {options}")
+            raise QloomError(f"fold for layer '{self.name}': {spec} is not a legal folding")
+        return fold

@@ -1,0 +1,99 @@
+"""Convolutions: the sliding window generator feeding a matrix unit (the systolic array
+for multi-bit weights and activations, the XNOR or add/subtract MVU for binary ones), with
+the following activation's thresholds fused into the matrix unit's output."""
+
+from __future__ import annotations
+
+from ...nn.ir import Conv, MultiThreshold
+from ..cost import Resources, memory_cost
+from .base import BuildOptions, Engine, Fold, divisors
+from .dense import datapath_of, mvu_resources, pipeline_options, threshold_spec
+
+__all__ = ["ConvEngine"]
+
+
+class ConvEngine(Engine):
+    fold_keys = ("pe", "simd")
+
+    def __init__(self, conv: Conv, threshold: MultiThreshold | None, in_shape, out_shape):
+        output = threshold.output if threshold is not None else conv.output
+        layers = (conv.name,) + ((threshold.name,) if threshold is not None else ())
+        super().__init__(conv.name, layers, conv.inputs, output)
+        self.conv, self.threshold = conv, threshold
+        self.in_h, self.in_w, self.in_c = in_shape
+        self.out_h, self.out_w, self.out_c = out_shape
+        kh, kw = conv.kernel
+        self.mw = kh * kw * self.in_c
+        self.systolic = datapath_of(conv.w_type, conv.in_type) == "mac"
+
+    @property
+    def kind(self):
+        return "conv"
+
+    @property
+    def engine_name(self):
+        if self.systolic:
+            return "swg+systolic"
+        return f"swg+mvu_{datapath_of(self.conv.w_type, self.conv.in_type)}"
+
+    def folds(self):
+        return [Fold(pe, simd) for pe in divisors(self.out_c) for simd in divisors(self.in_c)]
+
+    def cycles(self, fold):
+        return self.out_h * self.out_w * (self.out_c // fold.pe) * (self.mw // fold.simd)
+
+    def multipliers(self, fold):
+        return fold.pe * fold.simd if self.systolic else 0
+
+    def resources(self, fold, options, dsps=0):
+        kh, kw = self.conv.kernel
+        bits = self.conv.in_type.bits
+        # Line buffer: (kh - 1) full rows plus kw pixels, then the window registers.
+        swg = memory_cost(((kh - 1) * self.in_w + kw) * (self.in_c // fold.simd),
+                          fold.simd * bits, options.family) + Resources(lut=60, ff=50)
+        acc_bits = self.conv.acc_type(self.in_c).bits
+        unit = mvu_resources(mh=self.out_c, mw=self.mw, pe=fold.pe, simd=fold.simd,
+                             w_type=self.conv.w_type, in_type=self.conv.in_type,
+                             acc_bits=acc_bits, threshold=self.threshold, options=options,
+                             dsps=dsps)
+        if self.systolic:
+            # No adder tree, a register per PE for the partial sum and the skew registers.
+            unit += Resources(ff=fold.pe * fold.simd * (acc_bits + bits))
+        return swg + unit
+
+    def in_lanes(self, fold):
+        return fold.simd
+
+    def out_lanes(self, fold):
+        return fold.pe
+
+    def nodes(self, fold, options, dsps=0):
+        from ...hw.swg import SlidingWindow
+        from ...hw.top import Node
+        conv = self.conv
+        windows = f"{self.name}_windows"
+        swg = SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
+                            kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
+                            dtype=conv.in_type, simd=fold.simd)
+        weights = conv.dense_weights(self.in_c)
+        spec = threshold_spec(self.threshold)
+        if self.systolic:
+            from ...hw.systolic import SystolicArray
+            unit = SystolicArray(weights=weights, w_type=conv.w_type, in_type=conv.in_type,
+                                 rows=fold.simd, cols=fold.pe, dsp_budget=dsps)
+        else:
+            from ...hw.mvu import MVU
+            unit = MVU(weights=weights, w_type=conv.w_type, in_type=conv.in_type,
+                       pe=fold.pe, simd=fold.simd, threshold=spec, dsp_budget=dsps,
+                       **pipeline_options(MVU, options))
+        nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
+        if self.systolic and spec is not None:
+            from ...hw.threshold import Thresholding
+            acc = f"{self.name}_acc"
+            nodes.append(Node(self.name, unit, (windows,), acc))
+            nodes.append(Node(f"{self.name}_thr",
+                              Thresholding(spec=spec, in_type=unit.acc_type, pe=fold.pe),
+                              (acc,), self.output))
+        else:
+            nodes.append(Node(self.name, unit, (windows,), self.output))
+        return nodes

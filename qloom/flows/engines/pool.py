@@ -1,0 +1,46 @@
+"""Max pooling on channels-last pixel streams."""
+
+from __future__ import annotations
+
+from ...nn.dtypes import DataType
+from ...nn.ir import MaxPool
+from ..cost import Resources, comparator_luts, memory_cost
+from .base import Engine, Fold, divisors
+
+__all__ = ["PoolEngine"]
+
+
+class PoolEngine(Engine):
+    kind = "maxpool"
+
+    def __init__(self, layer: MaxPool, in_shape, dtype: DataType):
+        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.layer, self.dtype = layer, dtype
+        self.in_h, self.in_w, self.channels = in_shape
+
+    def folds(self):
+        return [Fold(pe) for pe in divisors(self.channels)]
+
+    def cycles(self, fold):
+        return self.in_h * self.in_w * (self.channels // fold.pe)
+
+    def resources(self, fold, options, dsps=0):
+        bits = self.dtype.bits
+        out_w = (self.in_w - self.layer.kernel) // self.layer.stride + 1
+        row = memory_cost(out_w * (self.channels // fold.pe), fold.pe * bits, options.family)
+        return row + Resources(lut=fold.pe * 2 * comparator_luts(bits) + 40,
+                               ff=fold.pe * bits * 2 + 30)
+
+    def in_lanes(self, fold):
+        return fold.pe
+
+    def out_lanes(self, fold):
+        return fold.pe
+
+    def nodes(self, fold, options, dsps=0):
+        from ...hw.pool import MaxPool as PoolUnit
+        from ...hw.top import Node
+        unit = PoolUnit(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
+                        kernel=self.layer.kernel, stride=self.layer.stride,
+                        dtype=self.dtype, lanes=fold.pe)
+        return [Node(self.name, unit, self.inputs, self.output)]

@@ -1,0 +1,61 @@
+"""A multi-threshold activation that has no matrix unit in front to fuse into (after a
+residual add, a max pool or the input)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...nn.ir import MultiThreshold
+from ..cost import Resources, adder_tree_luts, comparator_luts, memory_cost
+from .base import Engine, Fold, divisors
+from .dense import threshold_spec
+
+__all__ = ["ThresholdEngine"]
+
+# Above this many thresholds per channel the binary-search variant is smaller.
+_SEARCH_FROM = 31
+
+
+class ThresholdEngine(Engine):
+    kind = "threshold"
+
+    def __init__(self, layer: MultiThreshold, pixels: int):
+        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.layer, self.pixels = layer, pixels
+
+    @property
+    def search(self) -> bool:
+        return self.layer.num_thresholds >= _SEARCH_FROM
+
+    def folds(self):
+        return [Fold(pe) for pe in divisors(self.layer.channels)]
+
+    def cycles(self, fold):
+        steps = int(np.ceil(np.log2(self.layer.num_thresholds + 1))) if self.search else 1
+        return self.pixels * (self.layer.channels // fold.pe) * steps
+
+    def resources(self, fold, options, dsps=0):
+        k, bits = self.layer.num_thresholds, self.layer.in_type.bits
+        depth = self.layer.channels // fold.pe
+        if self.search:
+            steps = int(np.ceil(np.log2(k + 1)))
+            return Resources(lut=fold.pe * steps * (comparator_luts(bits) + 4) + 30,
+                             ff=fold.pe * steps * (bits + 8)) + \
+                memory_cost(depth, fold.pe * k * bits, options.family)
+        return Resources(lut=fold.pe * (k * comparator_luts(bits) + adder_tree_luts(k, 1)) + 20,
+                         ff=fold.pe * (bits + self.layer.out_type.bits) + 10) + \
+            memory_cost(depth, fold.pe * k * bits, options.family)
+
+    def in_lanes(self, fold):
+        return fold.pe
+
+    def out_lanes(self, fold):
+        return fold.pe
+
+    def nodes(self, fold, options, dsps=0):
+        from ...hw.threshold import ThresholdMode, Thresholding
+        from ...hw.top import Node
+        mode = ThresholdMode.BINARY_SEARCH if self.search else ThresholdMode.PARALLEL
+        unit = Thresholding(spec=threshold_spec(self.layer), in_type=self.layer.in_type,
+                            pe=fold.pe, mode=mode)
+        return [Node(self.name, unit, self.inputs, self.output)]

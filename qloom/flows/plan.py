@@ -1,0 +1,146 @@
+"""Folding: how parallel each engine is.
+
+Three ways, in order of precedence: a fold file (per layer, checked), a target frame rate
+at a clock (each engine gets the cheapest folding that meets the cycle budget), or the
+balanced default (the bottleneck engine gets about ``DEFAULT_LANES`` synapses per cycle and
+every other engine is folded to keep pace with it). ``fit_to_budget`` finds the fastest
+balanced folding whose estimate fits a board.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import QloomError
+from .cost import Resources
+from .engines.base import BuildOptions, Engine, Fold
+
+__all__ = ["Plan", "DEFAULT_LANES", "plan_for_cycles", "plan_default", "plan_from_file",
+           "fit_to_budget", "read_fold_file"]
+
+DEFAULT_LANES = 64
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A folding per engine, the DSP blocks each engine may use, and the estimates."""
+
+    folds: dict            # engine name -> Fold
+    dsps: dict             # engine name -> multipliers on DSP blocks
+    cycles: dict           # engine name -> ideal cycles per frame
+    resources: dict        # engine name -> Resources
+    how: str               # "default", "target-fps", "fold-file", "auto"
+
+    @property
+    def ideal_ii_cycles(self) -> int:
+        return max(self.cycles.values())
+
+    @property
+    def bottleneck(self) -> str:
+        return max(self.cycles, key=self.cycles.get)
+
+    @property
+    def total(self) -> Resources:
+        total = Resources()
+        for r in self.resources.values():
+            total += r
+        return total
+
+
+def _weight(r: Resources) -> float:
+    """One number to rank foldings by: LUT-equivalents."""
+    return r.lut + 0.5 * r.ff + 200 * r.dsp + 100 * r.bram
+
+
+def _allocate_dsps(engines, folds, options: BuildOptions) -> dict:
+    """Give DSP blocks to multiply-accumulate engines, smallest first, within the budget."""
+    left = math.inf if options.dsp_budget is None else options.dsp_budget
+    dsps = {}
+    for e in sorted(engines, key=lambda e: e.multipliers(folds[e.name])):
+        want = e.multipliers(folds[e.name])
+        dsps[e.name] = int(min(want, left))
+        left -= dsps[e.name]
+    return dsps
+
+
+def _finish(engines, folds, options, how) -> Plan:
+    dsps = _allocate_dsps(engines, folds, options)
+    return Plan(folds=folds, dsps=dsps,
+                cycles={e.name: e.cycles(folds[e.name]) for e in engines},
+                resources={e.name: e.resources(folds[e.name], options, dsps[e.name])
+                           for e in engines},
+                how=how)
+
+
+def _cheapest(engine: Engine, target_cycles: float, options: BuildOptions) -> Fold:
+    """The cheapest folding meeting ``target_cycles``; the fastest one if none does."""
+    folds = engine.folds()
+    meeting = [f for f in folds if engine.cycles(f) <= target_cycles]
+    if not meeting:
+        return min(folds, key=lambda f: (engine.cycles(f), _weight(engine.resources(f, options))))
+    return min(meeting, key=lambda f: (_weight(engine.resources(f, options)),
+                                       engine.cycles(f), abs(f.pe - f.simd)))
+
+
+def plan_for_cycles(engines, target_cycles: float, options: BuildOptions,
+                    how: str = "target-fps") -> Plan:
+    folds = {e.name: _cheapest(e, target_cycles, options) for e in engines}
+    return _finish(engines, folds, options, how)
+
+
+def plan_default(engines, options: BuildOptions) -> Plan:
+    slowest = max(e.cycles(e.folds()[0]) for e in engines)
+    target = max(1, math.ceil(slowest / DEFAULT_LANES))
+    return plan_for_cycles(engines, target, options, how="default")
+
+
+def read_fold_file(path) -> dict:
+    try:
+        spec = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise QloomError(f"fold file {path} does not exist") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise QloomError(f"fold file {path} is not valid JSON: {e}") from None
+    if not isinstance(spec, dict):
+        raise QloomError(f"fold file {path} must hold an object mapping layer names to "
+                         f"foldings, like {{\"MatMul_0\": {{\"pe\": 4, \"simd\": 8}}}}")
+    return spec
+
+
+def plan_from_file(engines, spec: dict, options: BuildOptions, fallback: Plan) -> Plan:
+    """Foldings from a fold file; engines it does not name keep ``fallback``'s."""
+    by_name = {e.name: e for e in engines}
+    aliases = {layer: e for e in engines for layer in e.layers}
+    unknown = sorted(k for k in spec if k not in by_name and k not in aliases)
+    if unknown:
+        raise QloomError(f"fold file names unknown layer(s) {unknown}; the layers are "
+                         f"{sorted(by_name)}")
+    folds = dict(fallback.folds)
+    for key, value in spec.items():
+        engine = by_name.get(key) or aliases[key]
+        folds[engine.name] = engine.parse_fold(value)
+    return _finish(engines, folds, options, "fold-file")
+
+
+def fit_to_budget(engines, budget: Resources, options: BuildOptions) -> Plan:
+    """The fastest balanced plan whose estimated resources fit ``budget``."""
+    candidates = sorted({e.cycles(f) for e in engines for f in e.folds()})
+    best = None
+    lo, hi = 0, len(candidates) - 1
+    # Resources grow as the cycle target shrinks; bisect over the sorted targets.
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        plan = plan_for_cycles(engines, candidates[mid], options, how="auto")
+        if plan.total.fits(budget):
+            best, hi = plan, mid - 1
+        else:
+            lo = mid + 1
+    if best is None:
+        slowest = plan_for_cycles(engines, math.inf, options, how="auto")
+        raise QloomError(
+            "the model does not fit even fully folded: estimated "
+            f"{slowest.total.to_json()} against a budget of {budget.to_json()}")
+    return best

@@ -1,0 +1,45 @@
+"""The human-readable compile report (``OUT/report.md``)."""
+
+from __future__ import annotations
+
+__all__ = ["render_report_md", "layer_table"]
+
+
+def layer_table(layers: list, budget: dict | None = None) -> str:
+    """A Markdown table of engines: folding, cycles per frame and estimated resources."""
+    head = "| layer | engine | folding | cycles/frame | LUT | FF | DSP | BRAM |\n" \
+           "|---|---|---|---:|---:|---:|---:|---:|\n"
+    lines = []
+    total = {"lut": 0, "ff": 0, "dsp": 0, "bram": 0}
+    for row in layers:
+        fold = ", ".join(f"{k}={v}" for k, v in row["fold"].items())
+        r = row["resources"]
+        for k in total:
+            total[k] += r[k]
+        lines.append(f"| {row['name']} | {row['engine']} | {fold} | {row['cycles_per_frame']:,} "
+                     f"| {r['lut']:,} | {r['ff']:,} | {r['dsp']} | {r['bram']} |")
+    lines.append(f"| **total** | | | | {total['lut']:,} | {total['ff']:,} | {total['dsp']} "
+                 f"| {total['bram']} |")
+    if budget:
+        lines.append(f"| *budget* | | | | {budget['lut']:,} | {budget['ff']:,} | "
+                     f"{budget['dsp']} | {budget['bram']} |")
+    return head + "\n".join(lines) + "\n"
+
+
+def render_report_md(report: dict) -> str:
+    board = report.get("board")
+    fps = report["fps_at_clock"]
+    out = [f"# qloom compile report: {report['model']}", "",
+           f"- clock: {report['clock_mhz']:g} MHz; folding: {report['folding']}; "
+           f"resource model: {report['family']}",
+           f"- bottleneck: `{report['bottleneck']}` at {report['ideal_ii_cycles']:,} cycles per frame",
+           f"- throughput at {report['clock_mhz']:g} MHz: {fps:,.0f} frames/s "
+           f"({1e6 / fps:,.2f} us per frame in steady state)"]
+    if board:
+        verdict = "fits" if board["fits"] else "does NOT fit (over in " + ", ".join(board["over"]) + ")"
+        out.append(f"- board `{board['name']}`: the estimate {verdict}")
+    out += ["", "## Engines (estimates)", "",
+            layer_table(report["layers"], board["budget"] if board else None),
+            "## Compile steps", "",
+            ", ".join(f"{k} {v:.2f} s" for k, v in report["step_seconds"].items()), ""]
+    return "\n".join(out)

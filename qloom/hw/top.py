@@ -1,0 +1,167 @@
+"""The accelerator top level: engines wired into a streaming dataflow graph.
+
+``AcceleratorTop`` takes engine components (anything with stream ports ``i``/``o``, or
+``i_a``/``i_b``/``o`` for two-input engines) and the tensors they read and write, and wires
+them: a duplicator where a tensor feeds two engines, a FIFO on every edge, and width
+converters where the producer's lane count differs from the consumer's. Its own ports
+carry frames: payloads are ``{"data": ArrayLayout(elem, lanes), "last": 1}``; ``last`` is
+generated on the output's final word of each frame (the input's ``last`` is accepted and
+not needed: engines count their frames).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .dup import Duplicate
+from .fifo import StreamFIFO
+from .width import WidthConverter
+
+__all__ = ["Node", "AcceleratorTop", "frame_layout"]
+
+
+def frame_layout(elem_shape, lanes: int) -> data.StructLayout:
+    """Payload of the top-level ports: ``lanes`` elements plus the frame's ``last`` flag."""
+    return data.StructLayout({"data": data.ArrayLayout(elem_shape, lanes), "last": 1})
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """One engine of the dataflow graph. ``inputs`` are tensor names, bound to the
+    component's port ``i`` (one input) or ``i_a``/``i_b`` (two inputs)."""
+
+    name: str
+    component: wiring.Component
+    inputs: tuple[str, ...]
+    output: str
+
+    def input_ports(self):
+        if len(self.inputs) == 1:
+            return [getattr(self.component, "i")]
+        return [getattr(self.component, "i_a"), getattr(self.component, "i_b")]
+
+
+def _array(port) -> data.ArrayLayout:
+    layout = port.payload.shape()
+    if not isinstance(layout, data.ArrayLayout):
+        raise TypeError(f"engine port payloads must be data.ArrayLayout, not {layout!r}")
+    return layout
+
+
+class AcceleratorTop(wiring.Component):
+    """Streams whole frames through a graph of engines.
+
+    Parameters
+    ----------
+    nodes : engines in topological order.
+    input, output : the graph's input and output tensor names.
+    in_lanes : lanes of the top-level input port (the element shape is the first
+        consumer's); ``out_lanes`` likewise for the output.
+    in_words, out_words : words per frame on the top-level ports.
+    fifo_depth : default depth of the FIFO on each edge; ``edge_depths`` overrides it per
+        ``(tensor, consumer node name)`` (residual skip paths need whole frames).
+    """
+
+    def __init__(self, *, nodes, input: str, output: str, in_lanes: int, out_lanes: int,
+                 in_words: int, out_words: int, fifo_depth: int = 2, edge_depths=None):
+        self.nodes = list(nodes)
+        if not self.nodes:
+            raise ValueError("an accelerator needs at least one engine")
+        self.input, self.output = input, output
+        self.in_words, self.out_words = in_words, out_words
+        self.fifo_depth = fifo_depth
+        self.edge_depths = dict(edge_depths or {})
+        consumers = self._consumers()
+        if input not in consumers:
+            raise ValueError(f"no engine reads the input tensor {input!r}")
+        producers = {n.output: n for n in self.nodes}
+        if output not in producers:
+            raise ValueError(f"no engine writes the output tensor {output!r}")
+        in_elem = _array(consumers[input][0][1]).elem_shape
+        out_elem = _array(producers[output].component.o).elem_shape
+        self.in_layout = frame_layout(in_elem, in_lanes)
+        self.out_layout = frame_layout(out_elem, out_lanes)
+        super().__init__({"i": In(stream.Signature(self.in_layout)),
+                          "o": Out(stream.Signature(self.out_layout))})
+
+    def _consumers(self):
+        consumers = {}
+        for node in self.nodes:
+            for tensor, port in zip(node.inputs, node.input_ports()):
+                consumers.setdefault(tensor, []).append((node.name, port))
+        return consumers
+
+    def _edge(self, m, name, src, dst_layout, depth):
+        """FIFO then width conversion from stream ``src`` to a stream of ``dst_layout``;
+        returns the final stream (an interface to connect to the consumer)."""
+        src_layout = _array(src)
+        fifo = StreamFIFO(shape=src_layout, depth=depth)
+        m.submodules[f"{name}_fifo"] = fifo
+        wiring.connect(m, src, fifo.i)
+        out = fifo.o
+        a, b = src_layout.length, dst_layout.length
+        if a != b:
+            steps = [b] if (a % b == 0 or b % a == 0) else [math.gcd(a, b), b]
+            for k, lanes in enumerate(steps):
+                conv = WidthConverter(elem_shape=src_layout.elem_shape, in_lanes=a,
+                                      out_lanes=lanes)
+                m.submodules[f"{name}_width{k}"] = conv
+                wiring.connect(m, out, conv.i)
+                out, a = conv.o, lanes
+        return out
+
+    def elaborate(self, platform):
+        m = Module()
+        consumers = self._consumers()
+
+        # The top-level input, without its `last` flag, as the source of the input tensor.
+        src = stream.Signature(self.in_layout["data"].shape).create()
+        m.d.comb += [src.payload.eq(self.i.payload.data), src.valid.eq(self.i.valid),
+                     self.i.ready.eq(src.ready)]
+        sources = {self.input: src}
+
+        for node in self.nodes:
+            m.submodules[node.name] = node.component
+        for node in [None] + self.nodes:
+            tensor = self.input if node is None else node.output
+            stream_out = sources[tensor] if node is None else node.component.o
+            readers = consumers.get(tensor, [])
+            if tensor == self.output:
+                readers = readers + [("output", None)]
+            taps = [stream_out]
+            if len(readers) > 1:
+                taps = []
+                for k in range(len(readers) - 1):
+                    dup = Duplicate(shape=_array(stream_out))
+                    m.submodules[f"{tensor}_dup{k}"] = dup
+                    wiring.connect(m, stream_out, dup.i)
+                    taps.append(dup.o0)
+                    stream_out = dup.o1
+                taps.append(stream_out)
+            for (reader, port), tap in zip(readers, taps):
+                depth = self.edge_depths.get((tensor, reader), self.fifo_depth)
+                if port is None:
+                    self._output(m, self._edge(m, f"{tensor}_to_out", tap,
+                                               self.out_layout["data"].shape, depth))
+                else:
+                    edge = self._edge(m, f"{tensor}_to_{reader}", tap, _array(port), depth)
+                    wiring.connect(m, edge, port)
+        return m
+
+    def _output(self, m, sink_src):
+        count = Signal(range(max(2, self.out_words)))
+        last = Signal()
+        m.d.comb += [last.eq(count == self.out_words - 1),
+                     self.o.payload.data.eq(sink_src.payload),
+                     self.o.payload.last.eq(last),
+                     self.o.valid.eq(sink_src.valid),
+                     sink_src.ready.eq(self.o.ready)]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += count.eq(0 if self.out_words == 1 else (count + 1))
+            with m.If(last):
+                m.d.sync += count.eq(0)
