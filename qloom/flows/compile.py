@@ -12,7 +12,7 @@ import math
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ from .engines.mapping import map_network
 from .plan import Plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file, read_fold_file
 from .report import render_report_md
 
-__all__ = ["CompileConfig", "Design", "compile_model", "STEPS"]
+__all__ = ["CompileConfig", "Design", "compile_model", "run_steps", "STEPS"]
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,12 @@ class CompileState:
 
 
 def step_load(state, cfg):
+    from ..nn.ir import Network
     from ..nn.load import load
-    state.network = load(state.model, **cfg.load_options)
+    if isinstance(state.model, Network):
+        state.network = state.model      # an integer network built in Python: no ONNX file
+    else:
+        state.network = load(state.model, **cfg.load_options)
     return state
 
 
@@ -70,7 +74,7 @@ def step_target(state, cfg):
     if cfg.board is not None:
         from ..boards import get_board
         state.board = get_board(cfg.board)
-        family = Family(state.board.family)
+        family = {f.value: f for f in Family}.get(state.board.family.value, Family.GENERIC)
         if dsp_budget is None:
             dsp_budget = state.board.budget.dsp
     state.options = BuildOptions(family=family, dsp_budget=dsp_budget, pipeline=cfg.pipeline)
@@ -253,6 +257,20 @@ class Design:
         return cls(out_dir, manifest, report)
 
 
+def run_steps(model, cfg: CompileConfig, *, until: str | None = None, progress=None):
+    """Run the compile steps in order (up to and including ``until``); returns the state."""
+    state = CompileState(model=model)
+    for name, step in STEPS:
+        if progress:
+            progress(f"{name} ...")
+        t0 = time.perf_counter()
+        state = step(state, cfg)
+        state.timings[name] = time.perf_counter() - t0
+        if name == until:
+            break
+    return state
+
+
 def compile_model(model, out_dir=None, *, progress=None, **options) -> Design:
     """Compile ``model`` (a path or onnx.ModelProto) into ``out_dir`` (a temporary folder
     when None). ``options`` are ``CompileConfig`` fields."""
@@ -261,13 +279,7 @@ def compile_model(model, out_dir=None, *, progress=None, **options) -> Design:
         raise QloomError(f"unknown compile option(s) {unknown}; known: "
                          f"{sorted(CompileConfig.__dataclass_fields__)}")
     cfg = CompileConfig(**options)
-    state = CompileState(model=model)
-    for name, step in STEPS:
-        if progress:
-            progress(f"{name} ...")
-        t0 = time.perf_counter()
-        state = step(state, cfg)
-        state.timings[name] = time.perf_counter() - t0
+    state = run_steps(model, cfg, progress=progress)
     out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="qloom-"))
     manifest, report = _write(state, cfg, out_dir)
     return Design(out_dir, manifest, report, state.network)
@@ -280,8 +292,7 @@ def _write(state, cfg, out_dir: Path):
     try:
         (staging / "rtl").mkdir()
         (staging / "rtl" / "qloom_top.v").write_text(state.verilog)
-        model_file = "model.onnx"
-        _save_model(state.model, staging / model_file)
+        model_file = _save_model(state.model, staging)
         manifest, report = _documents(state, cfg, model_file)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -300,11 +311,18 @@ def _write(state, cfg, out_dir: Path):
     return manifest, report
 
 
-def _save_model(model, path: Path):
+def _save_model(model, folder: Path) -> str | None:
+    """Keep the source model inside the design folder; None for an in-Python network."""
     import onnx
+
+    from ..nn.ir import Network
+    if isinstance(model, Network):
+        return None
     if isinstance(model, (str, Path)):
-        shutil.copyfile(model, path)
+        shutil.copyfile(model, folder / "model.onnx")
     elif isinstance(model, onnx.ModelProto):
-        onnx.save(model, str(path))
+        onnx.save(model, str(folder / "model.onnx"))
     else:
-        raise QloomError(f"a model is a path or an onnx.ModelProto, not {type(model).__name__}")
+        raise QloomError(f"a model is a path, an onnx.ModelProto or a qloom Network, "
+                         f"not {type(model).__name__}")
+    return "model.onnx"
