@@ -1,0 +1,341 @@
+"""Multi-threshold activation units (FINN-style), standalone or fused into a matrix-vector unit.
+
+Per channel ``c`` the output code is ``bias[c] + sign[c] * #{k : x >= thresholds[c, k]}``,
+exactly as :class:`qloom.nn.ir.MultiThreshold` computes it. A stream of channels-last pixels
+arrives as ``C/PE`` words per pixel, word ``j`` lane ``p`` carrying channel ``j*PE + p``.
+
+Two implementations, both taking one word per cycle:
+
+- ``ThresholdMode.PARALLEL`` compares each lane with all ``K`` thresholds at once and counts.
+  ``K`` comparators per lane; latency 2 cycles. Best for few thresholds (1-4 bit outputs).
+- ``ThresholdMode.BINARY_SEARCH`` searches the sorted thresholds in ``L = ceil(log2(K+1))``
+  pipelined stages, one result bit per stage. Stage ``s`` keeps its own memory of the
+  ``2**s`` thresholds it can be asked for per channel, so the memories hold ``2**L - 1``
+  entries per channel (the thresholds padded with "never crossed") and each lane needs only
+  ``L`` comparators instead of ``K``: 8 instead of 255 for 8-bit outputs. The price is
+  latency (``L + 1`` cycles) and ``L`` small memories per lane instead of one wide one.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..nn.dtypes import DataType, smallest_type
+from ..nn.ir import MultiThreshold
+from .types import shape_of
+from .weight_mem import RamStyle, pack_layout, pack_words, rom
+
+__all__ = ["ThresholdSpec", "ThresholdMode", "ThresholdTable", "Thresholding"]
+
+
+def _int_array(name: str, value, ndim: int) -> np.ndarray:
+    if not isinstance(value, np.ndarray) or not np.issubdtype(value.dtype, np.integer):
+        raise TypeError(f"{name} must be an integer numpy array, not {value!r}")
+    if value.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), not shape {value.shape}")
+    array = value.astype(np.int64)
+    array.flags.writeable = False
+    return array
+
+
+@dataclass(frozen=True, eq=False)
+class ThresholdSpec:
+    """The constants of a multi-threshold activation over ``C`` channels: ``thresholds[C, K]``
+    ascending along ``K``, ``bias[C]``, ``sign[C]`` of +1/-1, and the output datatype whose
+    *code* the result is (for a bipolar output code 0 is -1 and code 1 is +1)."""
+
+    thresholds: np.ndarray
+    bias: np.ndarray
+    sign: np.ndarray
+    out_type: DataType
+
+    def __post_init__(self):
+        thresholds = _int_array("Thresholds", self.thresholds, 2)
+        bias = _int_array("Bias", self.bias, 1)
+        sign = _int_array("Sign", self.sign, 1)
+        if not isinstance(self.out_type, DataType):
+            raise TypeError(f"Output type must be a qloom DataType, not {self.out_type!r}")
+        channels, count = thresholds.shape
+        if channels < 1 or count < 1:
+            raise ValueError(f"Thresholds must have at least one channel and one threshold, "
+                             f"not shape {thresholds.shape}")
+        if bias.shape != (channels,) or sign.shape != (channels,):
+            raise ValueError(f"Bias {bias.shape} and sign {sign.shape} must have one entry "
+                             f"per channel ({channels})")
+        if not np.all(np.abs(sign) == 1):
+            raise ValueError(f"Sign must hold only +1 and -1, not {np.unique(sign).tolist()}")
+        if np.any(np.diff(thresholds, axis=1) < 0):
+            channel = int(np.nonzero(np.any(np.diff(thresholds, axis=1) < 0, axis=1))[0][0])
+            raise ValueError(f"Thresholds of channel {channel} must be ascending, not "
+                             f"{thresholds[channel].tolist()}")
+        lo_code, hi_code = self.out_type.encode([self.out_type.min, self.out_type.max])
+        lo = np.minimum(bias, bias + sign * count)
+        hi = np.maximum(bias, bias + sign * count)
+        if lo.min() < lo_code or hi.max() > hi_code:
+            raise ValueError(f"Output codes span [{lo.min()}, {hi.max()}], outside the codes "
+                             f"[{lo_code}, {hi_code}] of output type {self.out_type}")
+        for name, array in (("thresholds", thresholds), ("bias", bias), ("sign", sign)):
+            object.__setattr__(self, name, array)
+
+    @classmethod
+    def from_layer(cls, layer: MultiThreshold) -> "ThresholdSpec":
+        return cls(thresholds=layer.thresholds, bias=layer.bias, sign=layer.sign,
+                   out_type=layer.out_type)
+
+    @property
+    def channels(self) -> int:
+        return self.thresholds.shape[0]
+
+    @property
+    def num_thresholds(self) -> int:
+        return self.thresholds.shape[1]
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        """Output codes for integer values ``x[..., C]`` (numpy reference)."""
+        count = (np.asarray(x)[..., None] >= self.thresholds).sum(axis=-1)
+        return self.bias + self.sign * count
+
+
+class ThresholdMode(enum.Enum):
+    PARALLEL = "parallel"
+    BINARY_SEARCH = "binary_search"
+
+
+class ThresholdTable:
+    """A spec's constants laid out for ``pe`` lanes, for inputs carried as *codes* ``q`` in
+    ``[lo, hi]`` standing for the values ``scale * q + offset`` (``scale`` 1 or 2: plain
+    integers, bipolar codes, or the popcount of an XNOR datapath).
+
+    Thresholds become code thresholds ``ceil((T - offset) / scale)`` clipped to
+    ``[lo, hi + 1]``, which decide exactly the same comparisons on ``[lo, hi]`` with the
+    narrowest comparators. Uniform biases and signs become constants instead of memory.
+    """
+
+    def __init__(self, spec: ThresholdSpec, pe: int, *, lo: int, hi: int,
+                 scale: int = 1, offset: int = 0):
+        self.spec, self.pe, self.lo, self.hi = spec, pe, lo, hi
+        self.folds = spec.channels // pe
+        shifted = spec.thresholds - offset
+        self.thresholds = np.clip(-(-shifted // scale), lo, hi + 1)
+        self.t_shape = shape_of(smallest_type(self.thresholds.min(), self.thresholds.max()))
+        self.count_shape = unsigned(spec.num_thresholds.bit_length())
+        fields = {}
+        if np.any(spec.bias != spec.bias[0]):
+            fields["bias"] = shape_of(smallest_type(spec.bias.min(), spec.bias.max()))
+        if np.any(spec.sign != spec.sign[0]):
+            fields["neg"] = unsigned(1)
+        self.meta_layout = data.StructLayout(fields) if fields else None
+
+    def _rows(self, per_channel):
+        return [[per_channel(j * self.pe + p) for p in range(self.pe)]
+                for j in range(self.folds)]
+
+    def _meta(self, c):
+        meta = {}
+        if "bias" in self.meta_layout.members:
+            meta["bias"] = int(self.spec.bias[c])
+        if "neg" in self.meta_layout.members:
+            meta["neg"] = int(self.spec.sign[c] < 0)
+        return meta
+
+    def parallel_memory(self, ram_style: RamStyle) -> tuple:
+        """A memory of ``C/PE`` words (one per fold), each lane holding its channel's code
+        thresholds and bias/sign; and the lane layout to view a read port's data with."""
+        lane = {"t": data.ArrayLayout(self.t_shape, self.spec.num_thresholds)}
+        if self.meta_layout is not None:
+            lane["meta"] = self.meta_layout
+        layout = data.ArrayLayout(data.StructLayout(lane), self.pe)
+        words = self._rows(lambda c: {"t": self.thresholds[c].tolist(),
+                                      **({"meta": self._meta(c)} if self.meta_layout else {})})
+        return rom(layout, pack_layout(layout, words), ram_style), layout
+
+    def meta_memory(self) -> tuple:
+        """A memory of ``C/PE`` words of per-lane bias/sign (only when not uniform)."""
+        layout = data.ArrayLayout(self.meta_layout, self.pe)
+        return rom(layout, pack_layout(layout, self._rows(self._meta))), layout
+
+    def count(self, x, t_row):
+        """How many of a lane's thresholds ``t_row`` the code ``x`` reaches."""
+        return sum(x >= t_row[k] for k in range(self.spec.num_thresholds))
+
+    def code(self, count, meta=None):
+        """The output code for ``count`` crossed thresholds with a lane's ``meta``."""
+        fields = self.meta_layout.members if self.meta_layout is not None else {}
+        bias = meta.bias if "bias" in fields else Const(int(self.spec.bias[0]))
+        if "neg" in fields:
+            return bias + Mux(meta.neg, -count, count)
+        return bias - count if self.spec.sign[0] < 0 else bias + count
+
+
+class Thresholding(wiring.Component):
+    """A stream of channels-last pixels in (codes of ``in_type``), ``pe`` channels per word,
+    out the codes of ``spec.out_type``. ``latency`` is the number of cycles from a word
+    being taken at ``i`` to its result being taken at ``o`` with ``o.ready`` held high.
+    ``ram_style`` places the threshold memories.
+    """
+
+    def __init__(self, *, spec: ThresholdSpec, in_type: DataType, pe: int,
+                 mode: ThresholdMode = ThresholdMode.PARALLEL,
+                 ram_style: RamStyle = RamStyle.AUTO):
+        if not isinstance(spec, ThresholdSpec):
+            raise TypeError(f"Threshold spec must be a ThresholdSpec, not {spec!r}")
+        if not isinstance(in_type, DataType):
+            raise TypeError(f"Input type must be a qloom DataType, not {in_type!r}")
+        if not isinstance(pe, int) or isinstance(pe, bool) or pe < 1:
+            raise TypeError(f"PE count must be a positive integer, not {pe!r}")
+        if not isinstance(mode, ThresholdMode):
+            raise TypeError(f"Threshold mode must be a ThresholdMode, not {mode!r}")
+        if not isinstance(ram_style, RamStyle):
+            raise TypeError(f"RAM style must be a RamStyle, not {ram_style!r}")
+        if spec.channels % pe:
+            raise ValueError(f"Channel count ({spec.channels}) must be divisible by "
+                             f"PE ({pe})")
+        self._spec, self._in_type, self._pe = spec, in_type, pe
+        self._mode, self._ram_style = mode, ram_style
+        scale, offset = (2, -1) if in_type.bipolar else (1, 0)
+        lo, hi = in_type.encode([in_type.min, in_type.max])
+        self._table = ThresholdTable(spec, pe, lo=int(lo), hi=int(hi),
+                                     scale=scale, offset=offset)
+        self._stages = max(1, math.ceil(math.log2(spec.num_thresholds + 1)))
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), pe))),
+            "o": Out(stream.Signature(data.ArrayLayout(shape_of(spec.out_type), pe))),
+        })
+
+    @property
+    def spec(self) -> ThresholdSpec:
+        return self._spec
+
+    @property
+    def channels(self) -> int:
+        return self._spec.channels
+
+    @property
+    def pe(self) -> int:
+        return self._pe
+
+    @property
+    def mode(self) -> ThresholdMode:
+        return self._mode
+
+    @property
+    def cycles_per_word(self) -> int:
+        """Steady-state cycles per input word: both modes are fully pipelined."""
+        return 1
+
+    @property
+    def search_stages(self) -> int:
+        """``ceil(log2(K + 1))``: the pipeline stages of the binary search."""
+        return self._stages
+
+    @property
+    def latency(self) -> int:
+        if self._mode is ThresholdMode.PARALLEL:
+            return 2
+        return self._stages + 1
+
+    def elaborate(self, platform):
+        m = Module()
+        # The whole pipeline moves when the output register is free or being emptied.
+        advance = Signal()
+        m.d.comb += [advance.eq(~self.o.valid | self.o.ready), self.i.ready.eq(advance)]
+        take = self.i.valid & advance
+        fold = Signal(range(self._table.folds))
+        with m.If(take):
+            m.d.sync += fold.eq(Mux(fold == self._table.folds - 1, 0, fold + 1))
+        if self._mode is ThresholdMode.PARALLEL:
+            self._elaborate_parallel(m, advance, take, fold)
+        else:
+            self._elaborate_search(m, advance, take, fold)
+        return m
+
+    def _elaborate_parallel(self, m, advance, take, fold):
+        table = self._table
+        mem, layout = table.parallel_memory(self._ram_style)
+        m.submodules.thresholds = mem
+        port = mem.read_port()
+        m.d.comb += [port.addr.eq(fold), port.en.eq(advance)]
+        rows = layout(port.data)
+        x = Signal.like(self.i.payload)
+        valid = Signal()
+        with m.If(advance):
+            m.d.sync += [valid.eq(take), x.eq(self.i.payload), self.o.valid.eq(valid)]
+            for p in range(self._pe):
+                meta = rows[p].meta if table.meta_layout is not None else None
+                count = table.count(x[p], rows[p].t)
+                m.d.sync += self.o.payload[p].eq(table.code(count, meta))
+
+    def _search_memories(self, m, advance):
+        """Per stage ``s`` and lane ``p`` a memory of ``2**s`` thresholds per fold: at
+        address ``fold * 2**s + j`` the one stage ``s`` compares with once the bits found
+        so far put the count in ``[j * 2**(L-s), (j+1) * 2**(L-s))``."""
+        table, pe, stages = self._table, self._pe, self._stages
+        never = table.hi + 1  # pads up to 2**L - 1 thresholds that no code reaches
+        padded = np.full((self.channels, 2 ** stages - 1), never, dtype=np.int64)
+        padded[:, :self._spec.num_thresholds] = table.thresholds
+        t_shape = shape_of(smallest_type(padded.min(), never))
+        ports = []
+        for s in range(stages):
+            span, first = 2 ** (stages - s), 2 ** (stages - 1 - s) - 1
+            lane_ports = []
+            for p in range(pe):
+                init = [[padded[j * pe + p, k * span + first]]
+                        for j in range(table.folds) for k in range(2 ** s)]
+                mem = rom(t_shape, pack_words(init, t_shape.width), self._ram_style)
+                m.submodules[f"stage{s}_lane{p}"] = mem
+                port = mem.read_port()
+                m.d.comb += port.en.eq(advance)
+                data_ = port.data.as_signed() if t_shape.signed else port.data
+                lane_ports.append((port, data_))
+            ports.append(lane_ports)
+        return ports
+
+    def _elaborate_search(self, m, advance, take, fold):
+        table, pe, stages = self._table, self._pe, self._stages
+        ports = self._search_memories(m, advance)
+        m.d.comb += [ports[0][p][0].addr.eq(fold) for p in range(pe)]
+        if table.meta_layout is not None:
+            meta_mem, meta_layout = table.meta_memory()
+            m.submodules.meta = meta_mem
+            meta_port = meta_mem.read_port()
+            m.d.comb += [meta_port.addr.eq(fold), meta_port.en.eq(advance)]
+        # Stage s+1 holds a word, its fold and the count bits found by stages 0..s-1; it
+        # compares with stage s's threshold and addresses stage s+1's memory.
+        valid, x, folds, counts, meta = take, self.i.payload, fold, [Const(0, stages)] * pe, None
+        for s in range(stages):
+            valid_r = Signal(name=f"valid{s + 1}")
+            x_r = Signal.like(self.i.payload, name=f"x{s + 1}")
+            fold_r = Signal.like(fold, name=f"fold{s + 1}")
+            count_r = [Signal(stages, name=f"count{s + 1}_{p}") for p in range(pe)]
+            with m.If(advance):
+                m.d.sync += [valid_r.eq(valid), x_r.eq(x), fold_r.eq(folds)]
+                m.d.sync += [count_r[p].eq(counts[p]) for p in range(pe)]
+            if table.meta_layout is not None:
+                if s == 0:
+                    meta = meta_layout(meta_port.data)
+                else:
+                    meta_r = Signal(meta_layout, name=f"meta{s + 1}")
+                    with m.If(advance):
+                        m.d.sync += meta_r.eq(meta)
+                    meta = meta_r
+            bit = stages - 1 - s
+            counts = []
+            for p in range(pe):
+                found = Signal(stages, name=f"found{s + 1}_{p}")
+                m.d.comb += found.eq(count_r[p] | ((x_r[p] >= ports[s][p][1]) << bit))
+                if s + 1 < stages:
+                    m.d.comb += ports[s + 1][p][0].addr.eq(Cat(found[bit:], fold_r))
+                counts.append(found)
+            valid, x, folds = valid_r, x_r, fold_r
+        with m.If(advance):
+            m.d.sync += self.o.valid.eq(valid)
+            for p in range(pe):
+                lane_meta = meta[p] if meta is not None else None
+                m.d.sync += self.o.payload[p].eq(table.code(counts[p], lane_meta))

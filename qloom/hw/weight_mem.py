@@ -1,0 +1,68 @@
+"""Read-only parameter memories (weights, thresholds) and where synthesis should put them.
+
+A layer's constants live in an ``amaranth.lib.memory.Memory`` with one synchronous read
+port, so Yosys can map it to block RAM when it is large and to LUTs when it is small.
+``RamStyle`` forces either choice through the ``ram_style`` attribute, which Yosys 0.70's
+``memory_libmap`` honours on both iCE40 and ECP5:
+
+- ``"block"`` maps to ``SB_RAM40_4K`` (iCE40) or ``DP16KD`` (ECP5);
+- ``"logic"`` maps to LUTs and flip-flops. Yosys' ``"distributed"`` style is *not* used: it
+  has no mapping on iCE40 at all, and on ECP5 it rejects read-only memories
+  ("no valid mapping found for memory").
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+from amaranth.hdl import Shape, ShapeCastable, unsigned
+from amaranth.lib import data
+from amaranth.lib.memory import Memory
+
+__all__ = ["RamStyle", "pack_words", "pack_layout", "rom"]
+
+
+class RamStyle(enum.Enum):
+    """Where a parameter memory should be implemented."""
+
+    AUTO = "auto"                # let Yosys choose from the memory's size
+    BLOCK = "block"              # block RAM (EBR)
+    DISTRIBUTED = "distributed"  # LUTs (logic), never block RAM
+
+    @property
+    def attrs(self) -> dict[str, str]:
+        """The Yosys attributes requesting this style."""
+        return {RamStyle.AUTO: {},
+                RamStyle.BLOCK: {"ram_style": "block"},
+                RamStyle.DISTRIBUTED: {"ram_style": "logic"}}[self]
+
+
+def pack_words(words: Sequence[Sequence[int]], width: int) -> list[int]:
+    """Pack each word's fields (least significant first, ``width`` bits each, two's
+    complement for negative fields) into one unsigned integer."""
+    mask = (1 << width) - 1
+    packed = []
+    for fields in words:
+        value = 0
+        for k, field in enumerate(fields):
+            value |= (int(field) & mask) << (k * width)
+        packed.append(value)
+    return packed
+
+
+def pack_layout(layout: data.Layout, words: Sequence) -> list[int]:
+    """Pack each word (any value ``layout.const`` accepts) into one unsigned integer.
+    General but slower than :func:`pack_words`; meant for small tables."""
+    return [layout.const(word).as_value().value for word in words]
+
+
+def rom(shape: ShapeCastable | Shape, init: list[int],
+        ram_style: RamStyle = RamStyle.AUTO) -> Memory:
+    """A read-only memory of ``len(init)`` words of ``shape``, given as packed unsigned
+    integers (see :func:`pack_words`, :func:`pack_layout`). Its ports carry plain unsigned
+    bits: view them with ``layout(port.data)`` (or ``.as_signed()``)."""
+    if not isinstance(ram_style, RamStyle):
+        raise TypeError(f"RAM style must be a RamStyle, not {ram_style!r}")
+    return Memory(shape=unsigned(Shape.cast(shape).width), depth=len(init), init=init,
+                  attrs=ram_style.attrs)
