@@ -1,0 +1,238 @@
+"""Sliding window generator: im2col as a stream, with the line buffer in block memory.
+
+The input image ``[H, W, C]`` arrives pixel by pixel (row-major), each pixel as ``C/simd``
+words of ``simd`` channels. For every output pixel, in row-major order, the generator emits
+its ``KH x KW x C`` window as ``KH*KW*C/simd`` words, in the (kh, kw, c) order of
+``qloom.nn.ir.im2col`` (or, for pooling, channel word outermost: see ``WindowOrder``).
+Zero padding is generated on the fly, never stored.
+
+Line buffer: a circular memory of ``R = KH + SH`` image rows. The writer fills rows in
+order and may start a row only while fewer than ``R`` rows are held; the reader releases
+the rows below its current window when it moves to the next output row (all of a frame's
+rows at the end of the frame). Nothing of a frame, padding included, leaves before its first
+input word has arrived. ``KH`` rows are enough to never deadlock; the extra
+``SH`` rows let the writer bring in the next output row's new rows while the reader is
+still emitting the current one, so in steady state one word leaves per cycle unless the
+input itself is the bottleneck. Frames follow each other back to back.
+"""
+
+import enum
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..nn.dtypes import DataType
+from .types import shape_of
+
+__all__ = ["WindowOrder", "SlidingWindow"]
+
+
+class WindowOrder(enum.Enum):
+    """The order of one window's words."""
+    #: (kh, kw, c): im2col order, what a convolution's weights are laid out for
+    KH_KW_C = "kh_kw_c"
+    #: (c, kh, kw): the ``KH*KW`` words of one channel word follow each other (pooling)
+    C_KH_KW = "c_kh_kw"
+
+
+def _positive_int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise TypeError(f"{name} must be a positive integer, not {value!r}")
+
+
+def _int_tuple(name, value, length, minimum):
+    what = "positive" if minimum == 1 else "non-negative"
+    if (not isinstance(value, tuple) or len(value) != length
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+                       for v in value)):
+        raise TypeError(f"{name} must be a tuple of {length} {what} integers, not {value!r}")
+
+
+def _add_mod(value, const, modulus):
+    """``(value + const) % modulus`` for ``0 <= value < modulus``."""
+    total = value + (const % modulus)
+    return Mux(total >= modulus, total - modulus, total)
+
+
+class SlidingWindow(wiring.Component):
+    """``i``: ``ArrayLayout(shape_of(dtype), simd)`` pixels -> ``o``: the same layout,
+    windows of ``KH*KW*channels/simd`` words per output pixel."""
+
+    def __init__(self, *, in_h: int, in_w: int, channels: int, kernel: tuple[int, int],
+                 stride: tuple[int, int] = (1, 1), pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+                 dtype: DataType, simd: int, pad_code: int = 0,
+                 order: WindowOrder = WindowOrder.KH_KW_C):
+        for name, value in (("in_h", in_h), ("in_w", in_w), ("channels", channels),
+                            ("simd", simd)):
+            _positive_int(name, value)
+        _int_tuple("kernel", kernel, 2, 1)
+        _int_tuple("stride", stride, 2, 1)
+        _int_tuple("pads", pads, 4, 0)
+        if not isinstance(dtype, DataType):
+            raise TypeError(f"dtype must be a qloom DataType, not {dtype!r}")
+        if not isinstance(order, WindowOrder):
+            raise TypeError(f"order must be a WindowOrder, not {order!r}")
+        if not isinstance(pad_code, int) or isinstance(pad_code, bool):
+            raise TypeError(f"pad_code must be an integer, not {pad_code!r}")
+        if channels % simd:
+            raise ValueError(f"channels ({channels}) must be divisible by simd ({simd})")
+        padded = (in_h + pads[0] + pads[2], in_w + pads[1] + pads[3])
+        if kernel[0] > padded[0] or kernel[1] > padded[1]:
+            raise ValueError(f"kernel {kernel} does not fit the padded input {padded}")
+        code_min, code_max = dtype.encode([dtype.min, dtype.max]).tolist()
+        if not code_min <= pad_code <= code_max:
+            raise ValueError(f"pad_code ({pad_code}) must be a code of {dtype}, in "
+                             f"[{code_min}, {code_max}]")
+        self._in_h, self._in_w, self._channels, self._simd = in_h, in_w, channels, simd
+        self._kernel, self._stride, self._pads = kernel, stride, pads
+        self._dtype, self._pad_code, self._order = dtype, pad_code, order
+        self._out_h = (padded[0] - kernel[0]) // stride[0] + 1
+        self._out_w = (padded[1] - kernel[1]) // stride[1] + 1
+        layout = data.ArrayLayout(shape_of(dtype), simd)
+        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+
+    out_h = property(lambda self: self._out_h)
+    out_w = property(lambda self: self._out_w)
+    kernel = property(lambda self: self._kernel)
+    stride = property(lambda self: self._stride)
+    pads = property(lambda self: self._pads)
+    simd = property(lambda self: self._simd)
+    dtype = property(lambda self: self._dtype)
+    order = property(lambda self: self._order)
+
+    @property
+    def window(self) -> int:
+        """Elements per window: ``KH * KW * channels``."""
+        return self._kernel[0] * self._kernel[1] * self._channels
+
+    @property
+    def in_words_per_frame(self) -> int:
+        return self._in_h * self._in_w * self._channels // self._simd
+
+    @property
+    def out_words_per_frame(self) -> int:
+        return self._out_h * self._out_w * self.window // self._simd
+
+    @property
+    def cycles_per_frame(self) -> int:
+        """Steady-state cycles per frame with frames back to back: one word per cycle on the
+        busier side."""
+        return max(self.in_words_per_frame, self.out_words_per_frame)
+
+    @property
+    def buffer_rows(self) -> int:
+        return self._kernel[0] + self._stride[0]
+
+    @property
+    def buffer_words(self) -> int:
+        """Line buffer size in words of ``simd`` elements."""
+        return self.buffer_rows * self._in_w * self._channels // self._simd
+
+    def elaborate(self, platform):
+        m = Module()
+        H, W = self._in_h, self._in_w
+        (KH, KW), (SH, SW) = self._kernel, self._stride
+        top, left, bottom, right = self._pads
+        CW = self._channels // self._simd   # words per pixel
+        RW = W * CW                          # words per image row
+        R = self.buffer_rows
+
+        m.submodules.mem = mem = Memory(shape=self.i.payload.shape(), depth=R * RW, init=[])
+        wp = mem.write_port()
+        rp = mem.read_port()
+
+        # Row bookkeeping shared by writer and reader (signed: the reader may release rows
+        # the writer has not finished yet, e.g. rows a stride skips or the frame's last rows)
+        held = Signal(range(-2 * H - R, R + 1))      # completed rows not released
+        avail = Signal(range(-2 * H - R, 2 * H + R + 1))  # completed rows of the read frame
+        row_written = Signal()
+        released = Signal(range(H + 1))              # rows the reader releases this cycle
+        frame_read = Signal()                        # the reader finished a frame
+
+        # Writer: image words into the circular buffer, row after row.
+        w_addr = Signal(range(R * RW))
+        w_col = Signal(range(RW))
+        m.d.comb += [
+            self.i.ready.eq(held < R),
+            wp.addr.eq(w_addr),
+            wp.data.eq(self.i.payload),
+            wp.en.eq(self.i.valid & self.i.ready),
+        ]
+        with m.If(wp.en):
+            m.d.sync += [w_addr.eq(Mux(w_addr == R * RW - 1, 0, w_addr + 1)),
+                         w_col.eq(Mux(w_col == RW - 1, 0, w_col + 1))]
+            m.d.comb += row_written.eq(w_col == RW - 1)
+        m.d.sync += [held.eq(held + row_written - released),
+                     avail.eq(avail + row_written - Mux(frame_read, H, 0))]
+
+        # Reader, stage 0: walk output pixels and their windows, issue memory reads.
+        oy, ox = Signal(range(self._out_h)), Signal(range(self._out_w))
+        kh, kw, cw = Signal(range(KH)), Signal(range(KW)), Signal(range(CW))
+        lo_row = Signal(range(-top, H + bottom + 1), init=-top)   # first input row of the window
+        lo_slot = Signal(range(R), init=-top % R)         # its buffer slot
+        frame_slot = Signal(range(R))                     # buffer slot of the frame's row 0
+        x0 = Signal(range(-left, W + right + 1), init=-left)      # first input column of the window
+        rel = Signal(range(H + 1))                        # rows released this frame
+        iy = Signal(range(-top, H + bottom + KH))
+        ix = Signal(range(-left, W + right + KW))
+        slot = Signal(range(R))
+        pad = Signal()
+        ready0 = Signal()
+        # the writer has begun the frame being read (no padding is emitted ahead of a frame)
+        started = Signal()
+        m.d.comb += [
+            iy.eq(lo_row + kh),
+            ix.eq(x0 + kw),
+            slot.eq(Mux(lo_slot + kh >= R, lo_slot + kh - R, lo_slot + kh)),
+            pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
+            started.eq((avail > 0) | ((avail == 0) & (w_col != 0))),
+            ready0.eq(started & (pad | (iy < avail))),
+            rp.addr.eq(slot * RW + ix * CW + cw),
+        ]
+
+        # Reader, stage 1: the word read (or the pad code), held under backpressure.
+        valid1, pad1 = Signal(), Signal()
+        advance = Signal()
+        issue = Signal()
+        m.d.comb += [
+            advance.eq(~valid1 | self.o.ready),
+            issue.eq(ready0 & advance),
+            rp.en.eq(advance),
+            self.o.valid.eq(valid1),
+        ]
+        pad_word = self.o.payload.shape().const([self._pad_code] * self._simd)
+        with m.If(pad1):
+            m.d.comb += self.o.payload.eq(pad_word)
+        with m.Else():
+            m.d.comb += self.o.payload.eq(rp.data)
+        with m.If(advance):
+            m.d.sync += [valid1.eq(ready0), pad1.eq(pad)]
+
+        inner = [(cw, CW), (kw, KW), (kh, KH)]
+        if self._order is WindowOrder.C_KH_KW:
+            inner = [(kw, KW), (kh, KH), (cw, CW)]
+        carry = issue
+        for counter, count in inner:
+            with m.If(carry):
+                m.d.sync += counter.eq(Mux(counter == count - 1, 0, counter + 1))
+            carry = carry & (counter == count - 1)
+        pixel_done = carry
+        with m.If(pixel_done):
+            m.d.sync += [ox.eq(ox + 1), x0.eq(x0 + SW)]
+            with m.If(ox == self._out_w - 1):
+                m.d.sync += [ox.eq(0), x0.eq(-left)]
+                next_lo = lo_row + SH
+                next_rel = Mux(next_lo < 0, 0, Mux(next_lo > H, H, next_lo))
+                with m.If(oy == self._out_h - 1):
+                    new_frame_slot = _add_mod(frame_slot, H, R)
+                    m.d.comb += [frame_read.eq(1), released.eq(H - rel)]
+                    m.d.sync += [oy.eq(0), lo_row.eq(-top), rel.eq(0),
+                                 frame_slot.eq(new_frame_slot),
+                                 lo_slot.eq(_add_mod(new_frame_slot, -top, R))]
+                with m.Else():
+                    m.d.comb += released.eq(next_rel - rel)
+                    m.d.sync += [oy.eq(oy + 1), lo_row.eq(next_lo), rel.eq(next_rel),
+                                 lo_slot.eq(_add_mod(lo_slot, SH, R))]
+        return m
