@@ -56,10 +56,10 @@ class CompileState:
 
 def step_load(state, cfg):
     from ..nn.ir import Network
-    from ..nn.load import load
     if isinstance(state.model, Network):
         state.network = state.model      # an integer network built in Python: no ONNX file
     else:
+        from ..nn.load import load
         state.network = load(state.model, **cfg.load_options)
     return state
 
