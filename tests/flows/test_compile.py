@@ -1,0 +1,93 @@
+"""The compile flow's outputs and options, on networks built in the IR (no ONNX needed)."""
+
+import json
+
+import pytest
+
+from qloom.errors import QloomError
+from qloom.flows.compile import CompileConfig, compile_model, run_steps
+
+from nets import binary_mlp, conv_net, multibit_mlp
+
+
+def test_outputs_and_report(tmp_path):
+    out = tmp_path / "out"
+    design = compile_model(binary_mlp(), out)
+    assert (out / "rtl" / "qloom_top.v").read_text().count("module qloom_top") == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    report = json.loads((out / "report.json").read_text())
+    assert manifest["top"] == "qloom_top"
+    assert manifest["input"]["payload_bits"] == manifest["input"]["lanes"] + 1
+    assert [l["name"] for l in report["layers"]] == ["dense0", "dense2", "dense4"]
+    assert report["layers"][0]["layers"] == ["dense0", "thr1"], "thresholds fuse into the MVU"
+    assert report["ideal_ii_cycles"] == max(l["cycles_per_frame"] for l in report["layers"])
+    assert report["bottleneck"] in {l["name"] for l in report["layers"]}
+    assert "| dense0 | mvu_xnor |" in (out / "report.md").read_text()
+    assert design.manifest == manifest
+
+
+def test_verilog_is_deterministic(tmp_path):
+    a = compile_model(multibit_mlp(), tmp_path / "a")
+    b = compile_model(multibit_mlp(), tmp_path / "b")
+    assert (a.out_dir / "rtl" / "qloom_top.v").read_bytes() == \
+        (b.out_dir / "rtl" / "qloom_top.v").read_bytes()
+
+
+def test_existing_output_replaced_only_when_complete(tmp_path):
+    out = tmp_path / "out"
+    compile_model(binary_mlp(), out)
+    before = (out / "manifest.json").read_text()
+    with pytest.raises(QloomError, match="unknown layer"):
+        compile_model(binary_mlp(), out, fold={"nope": {"pe": 1}})
+    assert (out / "manifest.json").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], "no staging folders left"
+
+
+@pytest.mark.parametrize("fold, message", [
+    ({"nope": {"pe": 2}}, r"unknown layer\(s\) \['nope'\]"),
+    ({"dense0": {"pe": 5}}, r"layer 'dense0': pe = 5 is not legal; allowed: \[1, 2, 4, 8, 16, 32\]"),
+    ({"dense0": {"simd": 3}}, r"simd = 3 is not legal"),
+    ({"dense0": {"rows": 3}}, r"unknown key\(s\) \['rows'\]"),
+    ({"dense0": 4}, r"must be an object"),
+])
+def test_fold_file_errors_name_layer_and_value(fold, message):
+    with pytest.raises(QloomError, match=message):
+        run_steps(binary_mlp(), CompileConfig(fold=fold), until="fold")
+
+
+def test_fold_file_from_disk(tmp_path):
+    path = tmp_path / "fold.json"
+    path.write_text(json.dumps({"dense0": {"pe": 2, "simd": 8}, "thr1": {"pe": 2, "simd": 8}}))
+    state = run_steps(binary_mlp(), CompileConfig(fold=str(path)), until="fold")
+    assert state.plan.folds["dense0"].pe == 2 and state.plan.folds["dense0"].simd == 8
+    path.write_text("{not json")
+    with pytest.raises(QloomError, match="not valid JSON"):
+        run_steps(binary_mlp(), CompileConfig(fold=str(path)), until="fold")
+
+
+def test_target_fps_meets_the_cycle_budget():
+    for fps in (1e5, 1e6, 5e6):
+        state = run_steps(binary_mlp(), CompileConfig(target_fps=fps, clock_mhz=100),
+                          until="fold")
+        budget = 100e6 / fps
+        fastest = max(min(e.cycles(f) for f in e.folds()) for e in state.engines)
+        assert state.plan.ideal_ii_cycles <= max(budget, fastest)
+    slow = run_steps(binary_mlp(), CompileConfig(target_fps=1e5, clock_mhz=100), until="fold")
+    fast = run_steps(binary_mlp(), CompileConfig(target_fps=5e6, clock_mhz=100), until="fold")
+    assert fast.plan.total.lut > slow.plan.total.lut
+
+
+def test_conv_maps_to_window_and_systolic_array():
+    state = run_steps(conv_net(), CompileConfig(), until="fold")
+    engines = {e.name: e.engine_name for e in state.engines}
+    assert engines["conv0"] == "swg+systolic"
+    assert engines["pool2"] == "maxpool"
+
+
+def test_bad_options():
+    with pytest.raises(QloomError, match="unknown compile option"):
+        compile_model(binary_mlp(), None, colour="red")
+    with pytest.raises(QloomError, match="target-fps must be positive"):
+        run_steps(binary_mlp(), CompileConfig(target_fps=0), until="fold")
+    with pytest.raises(QloomError, match="needs a board"):
+        run_steps(binary_mlp(), CompileConfig(fold="auto"), until="fold")
