@@ -1,0 +1,88 @@
+"""Max pooling over ``kernel x kernel`` windows with ``stride``, per channel, no padding.
+
+Built from a ``SlidingWindow`` in channel-major window order, so the ``kernel**2`` words of
+one channel word of a window arrive back to back and a running maximum per lane reduces
+them: no accumulator memory. Comparison is on values: signed lanes compare signed, and
+bipolar codes (0 = -1, 1 = +1) are ordered like their values.
+"""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..nn.dtypes import DataType
+from .swg import SlidingWindow, WindowOrder
+from .types import shape_of
+
+__all__ = ["MaxPool"]
+
+
+class MaxPool(wiring.Component):
+    """``i``: pixels as ``channels/lanes`` words of ``ArrayLayout(shape_of(dtype), lanes)``
+    -> ``o``: pooled pixels in the same word format, ``floor((H - k) / s) + 1`` rows of
+    ``floor((W - k) / s) + 1`` pixels, like ONNX MaxPool without padding."""
+
+    def __init__(self, *, in_h: int, in_w: int, channels: int, kernel: int, stride: int,
+                 dtype: DataType, lanes: int):
+        for name, value in (("in_h", in_h), ("in_w", in_w), ("channels", channels),
+                            ("kernel", kernel), ("stride", stride), ("lanes", lanes)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise TypeError(f"{name} must be a positive integer, not {value!r}")
+        if not isinstance(dtype, DataType):
+            raise TypeError(f"dtype must be a qloom DataType, not {dtype!r}")
+        if channels % lanes:
+            raise ValueError(f"channels ({channels}) must be divisible by lanes ({lanes})")
+        if kernel > min(in_h, in_w):
+            raise ValueError(f"kernel ({kernel}) must not exceed the input ({in_h} x {in_w})")
+        self._kernel, self._stride, self._dtype, self._lanes = kernel, stride, dtype, lanes
+        self._channels = channels
+        self._in_h, self._in_w = in_h, in_w
+        self._out_h = (in_h - kernel) // stride + 1
+        self._out_w = (in_w - kernel) // stride + 1
+        layout = data.ArrayLayout(shape_of(dtype), lanes)
+        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+
+    out_h = property(lambda self: self._out_h)
+    out_w = property(lambda self: self._out_w)
+    lanes = property(lambda self: self._lanes)
+
+    @property
+    def in_words_per_frame(self) -> int:
+        return self._in_h * self._in_w * self._channels // self._lanes
+
+    @property
+    def out_words_per_frame(self) -> int:
+        return self._out_h * self._out_w * self._channels // self._lanes
+
+    @property
+    def cycles_per_frame(self) -> int:
+        """Steady-state cycles per frame: the window stream carries ``kernel**2`` words per
+        output word at one word per cycle, or the input is the bottleneck."""
+        return max(self.in_words_per_frame, self.out_words_per_frame * self._kernel ** 2)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.swg = swg = SlidingWindow(
+            in_h=self._in_h, in_w=self._in_w, channels=self._channels,
+            kernel=(self._kernel, self._kernel), stride=(self._stride, self._stride),
+            dtype=self._dtype, simd=self._lanes, order=WindowOrder.C_KH_KW)
+        wiring.connect(m, wiring.flipped(self.i), swg.i)
+
+        taps = self._kernel ** 2
+        word = swg.o.payload
+        best = Signal.like(word)        # running maximum of the window words so far
+        tap = Signal(range(taps))
+        last = tap == taps - 1
+        reduced = Signal.like(word)     # maximum including the current word
+        for lane in range(self._lanes):
+            m.d.comb += reduced[lane].eq(
+                Mux((tap == 0) | (word[lane] > best[lane]), word[lane], best[lane]))
+
+        m.d.comb += swg.o.ready.eq(~last | ~self.o.valid | self.o.ready)
+        with m.If(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(swg.o.valid & swg.o.ready):
+            m.d.sync += [best.eq(reduced), tap.eq(tap + 1)]
+            with m.If(last):
+                m.d.sync += [tap.eq(0), self.o.valid.eq(1), self.o.payload.eq(reduced)]
+        return m
