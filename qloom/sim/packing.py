@@ -46,6 +46,8 @@ def pack_frames(values, dtype: DataType, lanes: int) -> np.ndarray:
     values = np.asarray(values)
     if values.ndim < 1:
         raise ValueError(f"Values must have a leading frame axis, not shape {values.shape}")
+    if dtype.bipolar and not dtype.allows(values):
+        raise ValueError("BIPOLAR values must be -1 or +1")
     if not dtype.allows(values):
         raise ValueError(f"Values must lie in {dtype} [{dtype.min}, {dtype.max}], not in "
                          f"[{values.min()}, {values.max()}]")

@@ -76,6 +76,8 @@ def test_padding_reports_unused_lanes():
 @pytest.mark.parametrize("call, error, message", [
     (lambda: pack_frames(np.array([[0, 16]]), uint_type(4), 2), ValueError,
      r"Values must lie in UINT4 \[0, 15\], not in \[0, 16\]"),
+    (lambda: pack_frames(np.array([[1, 0]]), BIPOLAR, 2), ValueError,
+     r"BIPOLAR values must be -1 or \+1"),
     (lambda: pack_frames(np.array([[0]]), "UINT4", 2), TypeError,
      r"Datatype must be a qloom DataType, not 'UINT4'"),
     (lambda: pack_frames(np.array([[0]]), BINARY, 0), TypeError,
