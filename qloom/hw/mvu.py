@@ -1,0 +1,292 @@
+"""The matrix-vector unit (MVU): a folded, fully pipelined ``y = W @ x`` over streams.
+
+FINN-style folding: ``PE`` output channels and ``SIMD`` input elements per cycle. A vector of
+``MW`` inputs arrives as ``SF = MW/SIMD`` words (word ``j`` lane ``s`` is element
+``j*SIMD + s``); the ``MH`` outputs leave as ``NF = MH/PE`` words (word ``j`` lane ``p`` is
+output ``j*PE + p``). The unit loops over ``NF`` neuron folds of ``SF`` synapse folds each:
+during the first neuron fold it takes the input words from the stream and keeps them in a
+buffer, later folds read the buffer, and the next vector's first fold follows the last fold
+without a gap. So a vector takes exactly ``NF * SF`` cycles in steady state, and the input
+is ready during ``SF`` of them.
+
+Pipeline (one global stall: every stage moves when the output register is free or being
+emptied): issue (weight memory and buffer addresses) -> operands -> [products register] ->
+[adder tree register] -> accumulate -> output register, plus a compare stage when
+thresholds are fused. ``latency`` counts cycles from a vector's first input word being
+taken to its first output word being taken, with no stalls on either side:
+``SF - 1 + 2 + register_products + register_adder_tree + (1 if thresholds are fused)``.
+
+Weights live in a read-only :class:`amaranth.lib.memory.Memory` of ``NF*SF`` words of
+``PE*SIMD`` lanes, read synchronously, placed by ``ram_style``. The accumulator is exactly
+as wide as the worst case of the actual weights over every input of ``in_type``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Module, Mux, Signal, Value, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..nn.dtypes import DataType, smallest_type
+from .mvu_datapath import (Datapath, is_select_type, multiply, select_datapath,
+                           select_product, tree_sum, value_of)
+from .threshold import ThresholdSpec, ThresholdTable
+from .types import shape_of
+from .weight_mem import RamStyle, pack_words, rom
+
+__all__ = ["MVU", "Datapath", "RamStyle"]
+
+
+def _positive(name: str, value) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise TypeError(f"{name} count must be a positive integer, not {value!r}")
+    return value
+
+
+def _optional_bool(name: str, value) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool or None, not {value!r}")
+    return value
+
+
+class MVU(wiring.Component):
+    """A folded matrix-vector unit for integer ``weights[MH, MW]`` (bipolar as -1/+1).
+
+    ``threshold`` fuses a multi-threshold activation over the ``MH`` outputs.
+    ``dsp_budget`` caps the multipliers written as ``*`` (mappable to DSP blocks); the rest
+    are shift-and-add LUT multipliers (None: no cap; 0: all LUT). ``register_products`` and
+    ``register_adder_tree`` add pipeline registers after the lane products and after the
+    per-PE sum (None: products registered for the MAC datapath only, the tree when
+    ``SIMD > 1``).
+    """
+
+    def __init__(self, *, weights: np.ndarray, w_type: DataType, in_type: DataType,
+                 pe: int, simd: int, threshold: ThresholdSpec | None = None,
+                 dsp_budget: int | None = None, ram_style: RamStyle = RamStyle.AUTO,
+                 register_products: bool | None = None,
+                 register_adder_tree: bool | None = None):
+        if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.integer):
+            raise TypeError(f"Weights must be an integer numpy array, not {weights!r}")
+        if weights.ndim != 2 or weights.size == 0:
+            raise ValueError(f"Weights must be a non-empty [MH, MW] matrix, not shape "
+                             f"{weights.shape}")
+        for role, dtype in (("Weight", w_type), ("Input", in_type)):
+            if not isinstance(dtype, DataType):
+                raise TypeError(f"{role} type must be a qloom DataType, not {dtype!r}")
+        self._pe, self._simd = _positive("PE", pe), _positive("SIMD", simd)
+        mh, mw = weights.shape
+        if mh % pe:
+            raise ValueError(f"MH ({mh}) must be divisible by PE ({pe})")
+        if mw % simd:
+            raise ValueError(f"MW ({mw}) must be divisible by SIMD ({simd})")
+        if not w_type.allows(weights):
+            raise ValueError(f"Weights hold values outside {w_type} "
+                             f"[{w_type.min}, {w_type.max}]"
+                             + (" (bipolar weights must be -1 or +1)" if w_type.bipolar else ""))
+        if threshold is not None:
+            if not isinstance(threshold, ThresholdSpec):
+                raise TypeError(f"Threshold must be a ThresholdSpec or None, not {threshold!r}")
+            if threshold.channels != mh:
+                raise ValueError(f"Threshold channels ({threshold.channels}) must equal "
+                                 f"MH ({mh})")
+        if dsp_budget is not None and (not isinstance(dsp_budget, int)
+                                       or isinstance(dsp_budget, bool) or dsp_budget < 0):
+            raise TypeError(f"DSP budget must be a non-negative integer or None, "
+                            f"not {dsp_budget!r}")
+        if not isinstance(ram_style, RamStyle):
+            raise TypeError(f"RAM style must be a RamStyle, not {ram_style!r}")
+        _optional_bool("Register products", register_products)
+        _optional_bool("Register adder tree", register_adder_tree)
+
+        self._weights = weights.astype(np.int64)
+        self._weights.flags.writeable = False
+        self._w_type, self._in_type = w_type, in_type
+        self._datapath = select_datapath(w_type, in_type)
+        self._threshold, self._ram_style = threshold, ram_style
+        pos, neg = np.clip(self._weights, 0, None), np.clip(self._weights, None, 0)
+        self._acc_lo = int((pos.sum(1) * in_type.min + neg.sum(1) * in_type.max).min())
+        self._acc_hi = int((pos.sum(1) * in_type.max + neg.sum(1) * in_type.min).max())
+        self._acc_type = smallest_type(self._acc_lo, self._acc_hi)
+        mults = pe * simd if self._datapath is Datapath.MAC else 0
+        self._dsp_count = mults if dsp_budget is None else min(dsp_budget, mults)
+        self._register_products = (self._datapath is Datapath.MAC
+                                   if register_products is None else register_products)
+        self._register_adder_tree = (simd > 1 if register_adder_tree is None
+                                     else register_adder_tree)
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), simd))),
+            "o": Out(stream.Signature(data.ArrayLayout(shape_of(self.out_type), pe))),
+        })
+
+    mh = property(lambda self: self._weights.shape[0])
+    mw = property(lambda self: self._weights.shape[1])
+    pe = property(lambda self: self._pe)
+    simd = property(lambda self: self._simd)
+    weights = property(lambda self: self._weights)
+    w_type = property(lambda self: self._w_type)
+    in_type = property(lambda self: self._in_type)
+    threshold = property(lambda self: self._threshold)
+    datapath = property(lambda self: self._datapath, doc="The selected :class:`Datapath`.")
+    acc_type = property(lambda self: self._acc_type,
+                        doc="The narrowest type holding every accumulator value exactly.")
+    dsp_count = property(lambda self: self._dsp_count,
+                         doc="Multipliers written as ``*`` (for Yosys to map to DSPs). "
+                             "iCE40 synthesis keeps products under 11 bits in LUTs anyway.")
+    register_products = property(lambda self: self._register_products)
+    register_adder_tree = property(lambda self: self._register_adder_tree)
+
+    @property
+    def out_type(self) -> DataType:
+        """The accumulator type, or the fused thresholds' output type."""
+        return self._acc_type if self._threshold is None else self._threshold.out_type
+
+    @property
+    def neuron_folds(self) -> int:
+        return self.mh // self._pe
+
+    @property
+    def synapse_folds(self) -> int:
+        return self.mw // self._simd
+
+    @property
+    def cycles_per_vector(self) -> int:
+        return self.neuron_folds * self.synapse_folds
+
+    @property
+    def latency(self) -> int:
+        """Cycles from a vector's first input word taken to its first output word taken,
+        with no stalls (see the module documentation)."""
+        return (self.synapse_folds + 1 + self._register_products + self._register_adder_tree
+                + (self._threshold is not None))
+
+    def _weight_memory(self):
+        nf, sf, pe, simd = self.neuron_folds, self.synapse_folds, self._pe, self._simd
+        w_shape = shape_of(self._w_type)
+        codes = self._w_type.encode(self._weights)
+        words = codes.reshape(nf, pe, sf, simd).transpose(0, 2, 1, 3).reshape(nf * sf, -1)
+        layout = data.ArrayLayout(data.ArrayLayout(w_shape, simd), pe)
+        return rom(layout, pack_words(words.tolist(), w_shape.width), self._ram_style), layout
+
+    def elaborate(self, platform):
+        m = Module()
+        nf, sf = self.neuron_folds, self.synapse_folds
+        advance = Signal()  # the global pipeline enable
+        m.d.comb += advance.eq(~self.o.valid | self.o.ready)
+
+        # Issue: one (neuron fold, synapse fold) step per cycle when its input is there.
+        s_fold, n_fold = Signal(range(sf)), Signal(range(nf))
+        w_addr = Signal(range(nf * sf))
+        from_stream = n_fold == 0
+        issue = Signal()
+        m.d.comb += [issue.eq(advance & (self.i.valid | ~from_stream)),
+                     self.i.ready.eq(advance & from_stream)]
+        with m.If(issue):
+            m.d.sync += [s_fold.eq(Mux(s_fold == sf - 1, 0, s_fold + 1)),
+                         w_addr.eq(Mux(w_addr == nf * sf - 1, 0, w_addr + 1))]
+            with m.If(s_fold == sf - 1):
+                m.d.sync += n_fold.eq(Mux(n_fold == nf - 1, 0, n_fold + 1))
+        weights, w_layout = self._weight_memory()
+        m.submodules.weights = weights
+        w_port = weights.read_port()
+        m.d.comb += [w_port.addr.eq(w_addr), w_port.en.eq(advance)]
+
+        # Operands: the weight word and the input word (from the stream or the buffer).
+        tag = {"valid": Signal(), "first": Signal(), "last": Signal()}
+        x_reg, x_from_stream = Signal.like(self.i.payload), Signal()
+        with m.If(advance):
+            m.d.sync += [tag["valid"].eq(issue), tag["first"].eq(s_fold == 0),
+                         tag["last"].eq(s_fold == sf - 1), x_reg.eq(self.i.payload),
+                         x_from_stream.eq(from_stream)]
+        in_layout = self.i.payload.shape()
+        if nf > 1:
+            m.submodules.buffer = buffer = Memory(shape=in_layout, depth=sf, init=[])
+            b_write, b_read = buffer.write_port(), buffer.read_port()
+            m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
+                         b_write.en.eq(issue & from_stream),
+                         b_read.addr.eq(s_fold), b_read.en.eq(advance)]
+            x = in_layout(Mux(x_from_stream, Value.cast(x_reg), Value.cast(b_read.data)))
+        else:
+            x = x_reg
+        w = w_layout(w_port.data)
+
+        terms = [[self._product(w[p][s], x[s], p * self._simd + s)
+                  for s in range(self._simd)] for p in range(self._pe)]
+        if self._register_products:
+            terms, tag = self._stage(m, advance, "product", terms, tag)
+        dots = [tree_sum(lane) for lane in terms]
+        if self._register_adder_tree:
+            dots, tag = self._stage(m, advance, "dot", [dots], tag)
+            dots = dots[0]
+
+        # Accumulate; on a vector fold's last step hand the sum on.
+        xnor = self._datapath is Datapath.XNOR_POPCOUNT
+        acc_shape = unsigned(self.mw.bit_length()) if xnor else shape_of(self._acc_type)
+        sums = []
+        for p, dot in enumerate(dots):
+            acc, acc_next = Signal(acc_shape, name=f"acc{p}"), Signal(acc_shape, name=f"sum{p}")
+            m.d.comb += acc_next.eq(Mux(tag["first"], 0, acc) + dot)
+            with m.If(advance & tag["valid"]):
+                m.d.sync += acc.eq(acc_next)
+            sums.append(acc_next)
+        done = tag["valid"] & tag["last"]
+        if self._threshold is None:
+            with m.If(advance):
+                m.d.sync += self.o.valid.eq(done)
+                for p, total in enumerate(sums):
+                    m.d.sync += self.o.payload[p].eq((total << 1) - self.mw if xnor else total)
+        else:
+            self._elaborate_thresholds(m, advance, done, sums)
+        return m
+
+    def _product(self, w_code, x_code, lane):
+        """The value ``w * x`` of one lane (an XNOR bit, for the XNOR-popcount datapath)."""
+        w_type, in_type = self._w_type, self._in_type
+        if self._datapath is Datapath.XNOR_POPCOUNT:
+            return ~(w_code ^ x_code)
+        if self._datapath is Datapath.ADD_SUB:
+            if is_select_type(w_type):
+                return select_product(w_code, w_type, value_of(x_code, in_type))
+            return select_product(x_code, in_type, value_of(w_code, w_type))
+        return multiply(w_code, x_code, dsp=lane < self._dsp_count)
+
+    @staticmethod
+    def _stage(m, advance, name, rows, tag):
+        """Register every value of ``rows`` (a list of lists) and the pipeline tag."""
+        registered = []
+        for p, row in enumerate(rows):
+            regs = [Signal(Value.cast(v).shape(), name=f"{name}{p}_{s}")
+                    for s, v in enumerate(row)]
+            registered.append(regs)
+        new_tag = {key: Signal(name=f"{name}_{key}") for key in tag}
+        with m.If(advance):
+            for row, regs in zip(rows, registered):
+                m.d.sync += [reg.eq(v) for reg, v in zip(regs, row)]
+            m.d.sync += [new_tag[key].eq(tag[key]) for key in tag]
+        return registered, new_tag
+
+    def _elaborate_thresholds(self, m, advance, done, sums):
+        """Fused thresholds: register the sums, read the fold's thresholds, compare."""
+        if self._datapath is Datapath.XNOR_POPCOUNT:  # sum = 2 * popcount - MW
+            table = ThresholdTable(self._threshold, self._pe, lo=0, hi=self.mw,
+                                   scale=2, offset=-self.mw)
+        else:
+            table = ThresholdTable(self._threshold, self._pe, lo=self._acc_lo,
+                                   hi=self._acc_hi)
+        mem, layout = table.parallel_memory(self._ram_style)
+        m.submodules.thresholds = mem
+        port = mem.read_port()
+        fold = Signal(range(self.neuron_folds))
+        with m.If(advance & done):
+            m.d.sync += fold.eq(Mux(fold == self.neuron_folds - 1, 0, fold + 1))
+        m.d.comb += [port.addr.eq(fold), port.en.eq(advance)]
+        held = [Signal.like(total, name=f"held{p}") for p, total in enumerate(sums)]
+        held_valid = Signal()
+        rows = layout(port.data)
+        with m.If(advance):
+            m.d.sync += [held_valid.eq(done), self.o.valid.eq(held_valid)]
+            m.d.sync += [reg.eq(total) for reg, total in zip(held, sums)]
+            for p, value in enumerate(held):
+                meta = rows[p].meta if table.meta_layout is not None else None
+                m.d.sync += self.o.payload[p].eq(table.code(table.count(value, rows[p].t), meta))

@@ -1,0 +1,92 @@
+"""The arithmetic of a matrix-vector unit lane: which datapath a pair of datatypes gets,
+and the per-lane product, popcount and adder trees that build it.
+
+Products take wire *codes* and return exact integer *values* (bipolar codes 0/1 mean
+-1/+1). Multipliers come in two forms: ``a * b``, which Yosys maps to a DSP block
+(``SB_MAC16`` with ``synth_ice40 -dsp``, ``MULT18X18D`` with ``synth_ecp5``), and a
+shift-and-add form built from AND gates and adders, which no Yosys pass turns back into a
+``$mul`` and so always stays in LUTs.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from amaranth.hdl import Const, Mux, Value
+
+from ..nn.dtypes import TERNARY, DataType
+
+__all__ = ["Datapath", "MAX_BITS", "is_select_type", "select_datapath", "select_product", "multiply",
+           "tree_sum", "value_of"]
+
+MAX_BITS = 32
+
+
+class Datapath(enum.Enum):
+    XNOR_POPCOUNT = "xnor_popcount"  # bipolar weights and inputs: popcount of XNORs
+    ADD_SUB = "add_sub"              # one side in {-1, 0, +1}: add, subtract or skip
+    MAC = "mac"                      # multi-bit both sides: multiply-accumulate
+
+
+def is_select_type(dtype: DataType) -> bool:
+    """Whether every value of ``dtype`` is -1, 0 or +1 (a product with it is a select)."""
+    return dtype.bits == 1 or dtype == TERNARY
+
+
+def select_datapath(w_type: DataType, in_type: DataType) -> Datapath:
+    """The cheapest exact datapath for weights of ``w_type`` times inputs of ``in_type``."""
+    for role, dtype in (("Weight", w_type), ("Input", in_type)):
+        if dtype.bits > MAX_BITS:
+            raise ValueError(f"{role} type {dtype} is wider than the {MAX_BITS} bits a "
+                             f"matrix-vector unit supports (weights {w_type}, "
+                             f"inputs {in_type})")
+    if w_type.bipolar and in_type.bipolar:
+        return Datapath.XNOR_POPCOUNT
+    if is_select_type(w_type) or is_select_type(in_type):
+        return Datapath.ADD_SUB
+    return Datapath.MAC
+
+
+def value_of(code: Value, dtype: DataType) -> Value:
+    """The integer value carried by ``code`` (only bipolar codes differ from values)."""
+    return Mux(code, 1, -1) if dtype.bipolar else code
+
+
+def select_product(select: Value, select_type: DataType, other: Value) -> Value:
+    """``value(select) * other`` for a ``select`` code of a type with values in
+    {-1, 0, +1}: a negate and a mux, no multiplier."""
+    if select_type.bipolar:
+        return Mux(select, other, -other)
+    if select_type == TERNARY:
+        return Mux(select == 0, 0, Mux(select[1], -other, other))
+    if select_type.signed:  # INT1: code 1 is -1
+        return Mux(select, -other, 0)
+    return Mux(select, other, 0)  # BINARY
+
+
+def multiply(a: Value, b: Value, *, dsp: bool) -> Value:
+    """The exact product ``a * b``: a ``$mul`` (DSP-mappable) when ``dsp``, otherwise
+    partial products of the narrower operand's bits, summed in a tree."""
+    if dsp:
+        return a * b
+    a, b = Value.cast(a), Value.cast(b)
+    if len(b) > len(a):
+        a, b = b, a
+    width = len(b)
+    terms = [Mux(b[k], a << k, 0) for k in range(width)]
+    if b.shape().signed:  # two's complement: the top bit weighs -2**(width-1)
+        if width == 1:
+            return -terms[0]
+        return tree_sum(terms[:-1]) - terms[-1]
+    return tree_sum(terms)
+
+
+def tree_sum(values: list) -> Value:
+    """The exact sum of ``values`` as a balanced tree of adders (each widens by a bit)."""
+    values = list(values)
+    if not values:
+        return Const(0)
+    while len(values) > 1:
+        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
