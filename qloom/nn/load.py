@@ -1,0 +1,162 @@
+"""QONNX model -> integer ``Network``: the frontend's one entry point.
+
+``load`` reads the model, runs qonnx's cleanup and shape inference plus qloom's passes,
+evaluates constant sub-graphs (quantized weights) once, and lowers the graph into the IR
+(see ``passes/lower_to_network.py``):
+
+- The ops from the graph input to the first quantizer are the host *prefix*
+  (``Network.quantize``, executed by qonnx). When a linear layer reads the float input
+  directly (no input quantizer), the input becomes fixed point: ``input_type`` and
+  ``input_scale`` (default: the graph input's integer datatype annotation with scale 1,
+  else INT16 with scale 2**-10, with a ``FixedPointInputWarning``); a scalar affine prefix
+  is folded into the first layer. For such models ``Network.execute(x)`` equals qonnx on
+  ``x`` rounded to that grid.
+- Float arithmetic between two quantizers becomes a ``MultiThreshold`` layer whose
+  thresholds reproduce qonnx's float32 results exactly (``thresholds.py``).
+- The ops after the last integer tensor are the host *tail* (``Network.tail``, executed
+  by qonnx on ``value * scale`` of that tensor).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+import onnx
+
+from ..errors import QloomError, UnsupportedModelError
+from .dtypes import DataType
+from .ir import Network
+from .passes.gemm_to_matmul import GemmToMatMul
+from .passes.layer_builders import FixedPointInputWarning
+from .passes.lower_to_network import LoweringState
+
+__all__ = ["load", "prepare", "FixedPointInputWarning"]
+
+
+@contextmanager
+def _quiet_qonnx():
+    """Silence qonnx's notes about old-style ``finn`` domains (harmless), nothing else."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*domain=finn.*")
+        warnings.filterwarnings("ignore", message=r"(?s).*[Oo]ld-style domain.*")
+        yield
+
+
+def _read(model) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"Model must be a path or an onnx.ModelProto, not {model!r}")
+    path = os.fspath(model)
+    if not os.path.isfile(path):
+        raise QloomError(f"model file not found: {path}")
+    try:
+        return onnx.load(path)
+    except Exception as e:  # onnx raises DecodeError, ValueError, ... on damaged files
+        raise QloomError(f"cannot read ONNX model {path}: the file is truncated or not an "
+                         f"ONNX model ({type(e).__name__}: {e})") from e
+
+
+def _fix_input_shapes(proto: onnx.ModelProto):
+    """A symbolic batch dimension becomes 1; any other unknown dimension is an error."""
+    initializers = {i.name for i in proto.graph.initializer}
+    inputs = [i for i in proto.graph.input if i.name not in initializers]
+    if not inputs:
+        raise UnsupportedModelError("the model has no graph input")
+    for inp in inputs:
+        dims = inp.type.tensor_type.shape.dim
+        if not dims:
+            raise UnsupportedModelError("dynamic shape: the input has no static shape; export "
+                                        "the model with a fixed input shape", inp.name)
+        for i, d in enumerate(dims):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                continue
+            if i == 0:
+                d.Clear()
+                d.dim_value = 1
+                continue
+            raise UnsupportedModelError(
+                f"dynamic shape: input dimension {i} is {d.dim_param or '?'}; qloom needs "
+                f"static shapes (only the batch dimension may be symbolic)", inp.name)
+
+
+def prepare(model):
+    """Read and clean a QONNX model: qonnx cleanup, shape inference, Gemm -> MatMul.
+
+    Returns the qonnx ``ModelWrapper``; errors from qonnx/onnx become ``QloomError``s.
+    """
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.infer_shapes import InferShapes
+    from qonnx.util.cleanup import cleanup_model
+
+    proto = onnx.ModelProto()
+    proto.CopyFrom(_read(model))
+    _fix_input_shapes(proto)
+    with _quiet_qonnx():
+        try:
+            wrapper = cleanup_model(ModelWrapper(proto))
+            wrapper = wrapper.transform(InferShapes())
+            wrapper = wrapper.transform(GemmToMatMul())
+            wrapper = wrapper.transform(InferShapes())
+        except QloomError:
+            raise
+        except Exception as e:
+            raise UnsupportedModelError(
+                f"qonnx could not clean up or infer shapes ({type(e).__name__}: {e}); the "
+                f"model may use an op qonnx does not know") from e
+    for node in wrapper.graph.node:
+        for out in node.output:
+            shape = wrapper.get_tensor_shape(out)
+            if shape is None or any((not isinstance(d, int)) or d <= 0 for d in shape):
+                raise UnsupportedModelError(
+                    f"dynamic shape: the output of {node.op_type} has shape {shape}; "
+                    f"qloom needs static shapes", node.name)
+    return wrapper
+
+
+def _constants(wrapper) -> dict:
+    """Every tensor computed from initializers alone, evaluated once by qonnx."""
+    from qonnx.core.onnx_exec import execute_node
+
+    consts = {i.name: onnx.numpy_helper.to_array(i) for i in wrapper.graph.initializer}
+    opsets = {o.domain: o.version for o in wrapper.model.opset_import}
+    for node in wrapper.graph.node:
+        if node.input and all((t in consts) or not t for t in node.input):
+            context = dict(consts)
+            for out in node.output:
+                context[out] = np.zeros(wrapper.get_tensor_shape(out) or [], np.float32)
+            try:
+                with _quiet_qonnx():
+                    execute_node(node, context, wrapper.graph, opsets.get(node.domain, 11))
+            except Exception as e:
+                raise UnsupportedModelError(
+                    f"cannot evaluate constant {node.op_type} ({type(e).__name__}: {e})",
+                    node.name) from e
+            for out in node.output:
+                consts[out] = np.asarray(context[out])
+    return consts
+
+
+def load(model, *, input_type: DataType | None = None,
+         input_scale: float | None = None, warn: bool = True) -> Network:
+    """Load a QONNX model (path or ``onnx.ModelProto``) into an integer ``Network``.
+
+    ``input_type``/``input_scale`` set the fixed-point input grid of a model whose first
+    linear layer reads the float input without a quantizer (ignored otherwise). ``warn``
+    enables the ``FixedPointInputWarning`` when that grid is a default.
+    """
+    if input_type is not None and not isinstance(input_type, DataType):
+        raise TypeError(f"Input type must be a DataType, not {input_type!r}")
+    if input_scale is not None:
+        if isinstance(input_scale, bool) or not isinstance(input_scale, (int, float)):
+            raise TypeError(f"Input scale must be a number, not {input_scale!r}")
+        if not (np.isfinite(input_scale) and input_scale > 0):
+            raise ValueError(f"Input scale must be positive and finite, not {input_scale!r}")
+    wrapper = prepare(model)
+    consts = _constants(wrapper)
+    state = LoweringState(wrapper, consts, input_type=input_type, input_scale=input_scale,
+                          warn=warn)
+    return state.run()

@@ -1,0 +1,69 @@
+"""Gemm -> (Transpose) MatMul (Mul alpha) (Add beta*C), also for a Gemm without bias.
+
+qonnx's own GemmToMatMul crashes on a Gemm without its optional C input; this pass handles
+both, keeps the weight quantizer in front of the new Transpose (so the weight stays a
+quantized constant), and refuses ``transA`` (a transposed activation) clearly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+from qonnx.transformation.base import Transformation
+
+from ...errors import UnsupportedModelError
+
+__all__ = ["GemmToMatMul"]
+
+
+def _attr(node, name, default):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+class GemmToMatMul(Transformation):
+    """Replace every Gemm by MatMul plus elementwise Mul/Add nodes."""
+
+    def apply(self, model):
+        graph = model.graph
+        for index, node in enumerate(graph.node):
+            if node.op_type != "Gemm":
+                continue
+            if _attr(node, "transA", 0):
+                raise UnsupportedModelError(
+                    "Gemm with transA=1 is not supported (only transB)", node.name)
+            alpha = float(_attr(node, "alpha", 1.0))
+            beta = float(_attr(node, "beta", 1.0))
+            a, b = node.input[0], node.input[1]
+            c = node.input[2] if len(node.input) > 2 and node.input[2] else None
+            new = []
+            if _attr(node, "transB", 0):
+                b_t = model.make_new_valueinfo_name()
+                new.append(helper.make_node("Transpose", [b], [b_t], perm=[1, 0],
+                                            name=f"{node.name}_transpose_b"))
+                b = b_t
+            out = node.output[0]
+            y = model.make_new_valueinfo_name() if (alpha != 1.0 or c) else out
+            new.append(helper.make_node("MatMul", [a, b], [y], name=f"{node.name}_matmul"))
+            if alpha != 1.0:
+                k = model.make_new_valueinfo_name()
+                model.set_initializer(k, np.asarray(alpha, dtype=np.float32))
+                y_alpha = model.make_new_valueinfo_name() if c else out
+                new.append(helper.make_node("Mul", [y, k], [y_alpha], name=f"{node.name}_alpha"))
+                y = y_alpha
+            if c:
+                if beta != 1.0:
+                    c_const = model.get_initializer(c)
+                    if c_const is None:
+                        raise UnsupportedModelError(
+                            "Gemm with beta != 1 needs a constant C", node.name)
+                    c = model.make_new_valueinfo_name()
+                    model.set_initializer(c, (np.float32(beta) * c_const).astype(np.float32))
+                new.append(helper.make_node("Add", [y, c], [out], name=f"{node.name}_bias"))
+            graph.node.remove(node)
+            for offset, n in enumerate(new):
+                graph.node.insert(index + offset, n)
+            return model, True
+        return model, False

@@ -1,0 +1,231 @@
+"""Walk a cleaned QONNX graph in topological order and build the integer ``Network``.
+
+Every ONNX tensor gets one of four meanings:
+
+- ``_Int``: the tensor equals ``value * scale + offset`` of an integer IR tensor (quantizer
+  outputs exactly; Dense/Conv/Add accumulators up to qonnx's float32 rounding).
+- ``_Float``: float arithmetic on an ``_Int`` (elementwise ops, a MaxPool). A quantizer
+  consuming it becomes a MultiThreshold; a graph output reached by it is the host tail.
+  ``blocker`` is the first op that cannot be folded into thresholds.
+- ``_Prefix``: float arithmetic on the graph input. The first quantizer ends it (the host
+  ``quantize``); a linear layer consuming it makes the input fixed point.
+- constants (``consts``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ...errors import UnsupportedModelError
+from .. import ir
+from ..thresholds import FloatFunction, derive_thresholds
+from .layer_builders import LayerBuilders
+from .quantizers import QUANTIZERS, quant_spec
+from .values import FloatChain, Int, Prefix
+
+__all__ = ["LoweringState", "ELEMENTWISE"]
+
+# Elementwise ops that may sit between an accumulator and the next quantizer.
+ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "LeakyRelu",
+               "Sigmoid", "Tanh", "Identity", "Neg", "Abs", "Max", "Min", "Floor", "Ceil",
+               "Round", "HardSigmoid")
+
+
+class LoweringState(LayerBuilders):
+    """The walk itself; layer construction lives in ``LayerBuilders``."""
+
+    def __init__(self, model, consts, *, input_type, input_scale, warn):
+        super().__init__(model, consts, input_type=input_type, input_scale=input_scale,
+                         warn=warn)
+        self.env = {}
+        graph_input = model.graph.input[0].name
+        self.env[graph_input] = Prefix()
+
+    def run(self):
+        for node in self.model.graph.node:
+            if all(t in self.consts or not t for t in node.input):
+                continue
+            self.visit(node)
+        return self.finish()
+
+    # ---- dispatch ---------------------------------------------------------------------
+    def visit(self, node):
+        op = node.op_type
+        data = [self.env.get(t) for t in node.input if t and t not in self.consts]
+        if any(d is None for d in data):
+            raise UnsupportedModelError(f"{op} reads a tensor qloom cannot trace", node.name)
+        if op in QUANTIZERS:
+            self.on_quantizer(node, data[0])
+        elif op in ("MatMul", "Conv"):
+            self.env[node.output[0]] = self.on_linear(node, data)
+        elif op == "Add" and len(data) == 2:
+            self.env[node.output[0]] = self.on_add(node, data)
+        elif op in ELEMENTWISE and len(data) == 1:
+            self.on_elementwise(node, data[0])
+        elif op == "MaxPool":
+            self.on_maxpool(node, data[0])
+        elif op in ("Flatten", "Reshape"):
+            self.on_reshape(node, data[0])
+        else:
+            self.on_other(node, data)
+
+    def _blocked(self, node, data):
+        for d in data:
+            if isinstance(d, (FloatChain, Prefix)) and d.blocker is not None:
+                return d.blocker
+        return None
+
+    def on_other(self, node, data):
+        """An op qloom cannot integerize: fine in the host tail, an error anywhere else."""
+        src = data[0]
+        if isinstance(src, Prefix):
+            self.env[node.output[0]] = Prefix(src.nodes + [node], affine=False,
+                                              blocker=src.blocker or node)
+        elif len(data) == 1:
+            chain = src if isinstance(src, FloatChain) else FloatChain(src)
+            self.env[node.output[0]] = FloatChain(chain.source, chain.nodes + [node],
+                                                  chain.pool, chain.blocker or node)
+        else:
+            raise self.unsupported(node)
+
+    def on_elementwise(self, node, src):
+        other = [t for t in node.input[1:] if t]
+        shape = self.shape_of(node.output[0])
+        if any(np.broadcast_shapes(np.shape(self.consts[t]), tuple(shape)) != tuple(shape)
+               for t in other):
+            return self.on_other(node, [src])
+        if isinstance(src, Prefix):
+            self.env[node.output[0]] = self.extend_prefix(src, node)
+            return
+        chain = src if isinstance(src, FloatChain) else FloatChain(src)
+        self.env[node.output[0]] = FloatChain(chain.source, chain.nodes + [node], chain.pool,
+                                              chain.blocker)
+
+    def extend_prefix(self, src: Prefix, node) -> Prefix:
+        alpha, beta, affine = src.alpha, src.beta, src.affine
+        consts = [self.consts[t] for t in node.input if t in self.consts]
+        scalar = len(consts) == 1 and np.size(consts[0]) == 1
+        c = float(np.asarray(consts[0]).ravel()[0]) if scalar else None
+        first = node.input[0] in self.consts
+        op = node.op_type
+        if not scalar and op != "Identity":
+            affine = False
+        elif op == "Add":
+            beta += c
+        elif op == "Sub":
+            alpha, beta = (-alpha, c - beta) if first else (alpha, beta - c)
+        elif op == "Mul":
+            alpha, beta = alpha * c, beta * c
+        elif op == "Div" and not first:
+            alpha, beta = alpha / c, beta / c
+        elif op != "Identity":
+            affine = False
+        return Prefix(src.nodes + [node], alpha, beta, affine, src.blocker)
+
+    def on_reshape(self, node, src):
+        out_shape = self.shape_of(node.output[0])
+        if isinstance(src, Prefix):
+            self.env[node.output[0]] = Prefix(src.nodes + [node], src.alpha, src.beta,
+                                              src.affine, src.blocker)
+        elif isinstance(src, Int) and len(out_shape) == 2:
+            self.env[node.output[0]] = self.flatten(node, src)
+        else:
+            self.on_other(node, [src])
+
+    def unsupported(self, node):
+        return UnsupportedModelError(
+            f"op {node.op_type} is not supported here; qloom maps quantized MatMul/Gemm/Conv "
+            f"layers, residual Add, MaxPool, Flatten/Reshape and float elementwise ops "
+            f"(scales, biases, BatchNormalization, ReLU) before a Quant/BipolarQuant/"
+            f"MultiThreshold/Trunc quantizer", node.name)
+
+    def on_maxpool(self, node, src):
+        if isinstance(src, Int):
+            self.env[node.output[0]] = self.maxpool(node, src)
+            if src.quantized:
+                self.onnx_names[self.env[node.output[0]].ir] = node.output[0]
+        elif isinstance(src, FloatChain) and src.pool is None:
+            self.env[node.output[0]] = FloatChain(src.source, src.nodes + [node], node,
+                                                  src.blocker)
+        else:
+            self.on_other(node, [src])
+
+    # ---- quantizers -------------------------------------------------------------------
+    def on_quantizer(self, node, src):
+        spec = quant_spec(node, self.consts)
+        blocker = self._blocked(node, [src])
+        if blocker is not None:
+            raise self.unsupported(blocker)
+        if isinstance(src, Prefix):
+            self.env[node.output[0]] = self.input_quantizer(node, src, spec)
+        else:
+            chain = src if isinstance(src, FloatChain) else FloatChain(src)
+            self.env[node.output[0]] = self.threshold(node, chain, spec)
+
+    @staticmethod
+    def threshold_nodes(chain: FloatChain):
+        """The chain's nodes without its MaxPool (which moves after the thresholds)."""
+        if chain.pool is None:
+            return list(chain.nodes)
+        alias = {chain.pool.output[0]: chain.pool.input[0]}
+        nodes = []
+        for n in chain.nodes:
+            if n is chain.pool:
+                continue
+            copy = onnx.NodeProto()
+            copy.CopyFrom(n)
+            for i, t in enumerate(copy.input):
+                copy.input[i] = alias.get(t, t)
+            nodes.append(copy)
+        return nodes
+
+    def threshold(self, node, chain: FloatChain, spec):
+        src = chain.source
+        info = self.tensors[src.ir]
+        channels = info.shape[-1]
+        fn = FloatFunction(self.threshold_nodes(chain) + [node], self.consts, src.onnx,
+                           node.output[0], self.shape_of, self.opsets)
+        scale = np.broadcast_to(info.scale, (channels,))
+        offset = np.broadcast_to(src.offset, (channels,))
+        out_scale = np.broadcast_to(self.channel_scale(spec.scale, node.name), (channels,))
+        rank = len(self.shape_of(src.onnx))
+
+        def code_fn(a):
+            x = (a * scale + offset).astype(np.float32)
+            if rank == 4:
+                x = x[:, :, None, None]
+            y = fn(x).reshape(a.shape[0], channels)
+            return spec.dtype.encode(spec.values(y, out_scale))
+
+        lo, hi = self.ranges[src.ir]
+        ts = derive_thresholds(code_fn, lo, hi, spec.dtype, node=node.name)
+        out = node.output[0] if chain.pool is None else f"{node.output[0]}_unpooled"
+        self.new_tensor(out, info.shape, spec.dtype, self.channel_scale(spec.scale, node.name),
+                        spec.dtype.min, spec.dtype.max)
+        self.layers.append(ir.MultiThreshold(
+            name=node.name, inputs=(src.ir,), output=out, thresholds=ts.thresholds,
+            bias=ts.bias, sign=ts.sign, in_type=ts.in_type, out_type=spec.dtype))
+        result = Int(out, node.output[0], src.layout, np.zeros(1), True)
+        if chain.pool is not None:
+            if np.any(ts.sign < 0):
+                raise UnsupportedModelError(
+                    "a MaxPool before a decreasing activation cannot be moved after the "
+                    "thresholds", chain.pool.name)
+            result = self.maxpool(chain.pool, result, out=node.output[0])
+            result = Int(result.ir, node.output[0], result.layout, result.offset, True)
+        self.onnx_names[result.ir] = node.output[0]
+        return result
+
+    def finish(self):
+        outputs = self.model.graph.output
+        if len(outputs) != 1:
+            raise UnsupportedModelError(
+                f"models with {len(outputs)} outputs are not supported (exactly one)")
+        final = self.env.get(outputs[0].name)
+        if final is None or isinstance(final, Prefix):
+            raise UnsupportedModelError(
+                "the model output does not depend on any quantized layer; qloom needs at "
+                "least one quantized MatMul/Gemm/Conv layer", outputs[0].name)
+        chain = final if isinstance(final, FloatChain) else FloatChain(final)
+        return self.assemble(chain, outputs[0].name)
