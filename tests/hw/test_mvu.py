@@ -1,0 +1,227 @@
+# amaranth: UnusedElaboratable=no
+import numpy as np
+import pytest
+from amaranth.back import rtlil
+
+from qloom.hw.mvu import MVU, Datapath, RamStyle
+from qloom.hw.threshold import ThresholdSpec
+from qloom.nn.dtypes import BINARY, BIPOLAR, TERNARY, int_type, uint_type
+from qloom.nn.ir import Dense, MultiThreshold
+from qloom.sim.pysim import run_stream
+
+INT2, INT3, INT4, INT8, INT16 = (int_type(b) for b in (2, 3, 4, 8, 16))
+UINT2, UINT4, UINT8 = (uint_type(b) for b in (2, 4, 8))
+
+
+def random_values(dtype, size, rng):
+    if dtype.bipolar:
+        return rng.choice([-1, 1], size=size)
+    return rng.integers(dtype.min, dtype.max + 1, size=size)
+
+
+def random_spec(rng, channels, count, lo, hi, out_type):
+    """Thresholds over (a bit beyond) [lo, hi], mixed signs, biases that fit ``out_type``."""
+    thresholds = np.sort(rng.integers(lo - 2, hi + 3, size=(channels, count)), axis=1)
+    sign = rng.choice([-1, 1], size=channels)
+    code_lo, code_hi = (int(c) for c in out_type.encode([out_type.min, out_type.max]))
+    bias = np.where(sign > 0, rng.integers(code_lo, code_hi - count + 1, size=channels),
+                    rng.integers(code_lo + count, code_hi + 1, size=channels))
+    return ThresholdSpec(thresholds=thresholds, bias=bias, sign=sign, out_type=out_type)
+
+
+def ref_mvu(weights, w_type, in_type, x, spec=None):
+    """The integer IR's Dense (and MultiThreshold) on ``x[N, MW]``: output values."""
+    dense = Dense("mvu", ("x",), "y", weights=weights, w_type=w_type, in_type=in_type)
+    y = dense.execute(x)
+    if spec is None:
+        return y
+    act = MultiThreshold("act", ("y",), "z", thresholds=spec.thresholds, bias=spec.bias,
+                         sign=spec.sign, in_type=dense.acc_type, out_type=spec.out_type)
+    return act.execute(y)
+
+
+def rtl_mvu(dut, x, **run_options):
+    """``x[N, MW]`` through the MVU: output values ``[N, MH]`` and the run's timing."""
+    codes = dut.in_type.encode(x)
+    words = codes.reshape(-1, dut.simd).tolist()
+    n_out = x.shape[0] * dut.neuron_folds
+    run = run_stream(dut, words, n_out, **run_options)
+    out = dut.out_type.decode(np.array(run.outputs, dtype=np.int64).reshape(x.shape[0], dut.mh))
+    return out, run
+
+
+# (MH, MW, PE, SIMD, w_type, in_type, fused thresholds (K, out_type) or None, options)
+CASES = {
+    "mac-pe1-simd1": (3, 4, 1, 1, INT4, UINT4, None, {}),
+    "mac-pe=mh-simd=mw": (4, 6, 4, 6, INT3, INT4, None, {}),
+    "mac-int8-dsp": (6, 12, 2, 3, INT8, INT8, None, {}),
+    "mac-int8xuint8-lut": (6, 12, 2, 3, INT8, UINT8, None, {"dsp_budget": 0}),
+    "mac-int16-mixed-dsp": (4, 6, 2, 2, INT16, INT16, None, {"dsp_budget": 1}),
+    "mac-uint2xuint8": (4, 6, 2, 3, UINT2, UINT8, None, {"dsp_budget": 0}),
+    "mac-int2xint2": (4, 4, 2, 2, INT2, INT2, None, {}),
+    "mac-unregistered": (6, 12, 2, 3, INT4, INT4, None,
+                         {"register_products": False, "register_adder_tree": False}),
+    "mac-fused": (6, 12, 2, 3, INT4, UINT4, (3, INT2), {"dsp_budget": 0}),
+    "xnor": (6, 12, 2, 3, BIPOLAR, BIPOLAR, None, {}),
+    "xnor-pe1-simd1": (3, 5, 1, 1, BIPOLAR, BIPOLAR, None, {}),
+    "xnor-fused-bipolar": (6, 12, 3, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR), {}),
+    "xnor-fused-2bit": (4, 16, 1, 16, BIPOLAR, BIPOLAR, (3, UINT2), {}),
+    "addsub-bipolar-w": (6, 12, 2, 3, BIPOLAR, INT8, None, {}),
+    "addsub-binary-w": (4, 8, 4, 1, BINARY, UINT4, None, {}),
+    "addsub-ternary-w": (4, 9, 2, 3, TERNARY, INT4, None, {}),
+    "addsub-bipolar-in": (4, 6, 1, 2, INT4, BIPOLAR, None, {}),
+    "addsub-fused-4bit": (4, 8, 2, 4, TERNARY, INT4, (15, UINT4), {"register_adder_tree": True}),
+}
+
+
+def build_case(case, seed=0):
+    mh, mw, pe, simd, w_type, in_type, fused, options = CASES[case]
+    rng = np.random.default_rng(seed)
+    weights = random_values(w_type, (mh, mw), rng)
+    spec = None
+    if fused is not None:
+        count, out_type = fused
+        lo, hi = (Dense("d", ("x",), "y", weights=weights, w_type=w_type, in_type=in_type)
+                  .acc_range())
+        spec = random_spec(rng, mh, count, int(lo.min()), int(hi.max()), out_type)
+    dut = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
+              threshold=spec, **options)
+    return dut, weights, spec, rng
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_mvu_bit_exact_under_stalls(case):
+    dut, weights, spec, rng = build_case(case)
+    x = random_values(dut.in_type, (5, dut.mw), rng)
+    out, _ = rtl_mvu(dut, x, in_stall=0.3, out_stall=0.3, seed=7)
+    np.testing.assert_array_equal(out, ref_mvu(weights, dut.w_type, dut.in_type, x, spec))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_mvu_throughput_and_latency(case):
+    dut, weights, spec, rng = build_case(case, seed=1)
+    vectors = 4
+    x = random_values(dut.in_type, (vectors, dut.mw), rng)
+    out, run = rtl_mvu(dut, x)
+    np.testing.assert_array_equal(out, ref_mvu(weights, dut.w_type, dut.in_type, x, spec))
+    first_in = run.in_cycles[::dut.synapse_folds]
+    first_out = run.out_cycles[::dut.neuron_folds]
+    assert dut.cycles_per_vector == (dut.mh // dut.pe) * (dut.mw // dut.simd)
+    assert np.diff(first_out).tolist() == [dut.cycles_per_vector] * (vectors - 1)
+    assert np.diff(run.out_cycles).max() <= dut.synapse_folds  # no bubbles inside a vector
+    assert [o - i for o, i in zip(first_out, first_in)] == [dut.latency] * vectors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("w_type,in_type", [
+    (BIPOLAR, BIPOLAR), (BIPOLAR, INT8), (TERNARY, UINT8), (INT8, INT8), (UINT4, INT4),
+    (INT16, INT16), (INT8, BIPOLAR)])
+@pytest.mark.parametrize("pe,simd", [(1, 1), (4, 8), (3, 12), (12, 24)])
+def test_mvu_sweep(w_type, in_type, pe, simd):
+    rng = np.random.default_rng(pe * 100 + simd)
+    mh, mw = 12, 24
+    weights = random_values(w_type, (mh, mw), rng)
+    dut = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
+              dsp_budget=pe * simd // 2)
+    x = random_values(in_type, (6, mw), rng)
+    out, _ = rtl_mvu(dut, x, in_stall=0.3, out_stall=0.3, seed=pe + simd)
+    np.testing.assert_array_equal(out, ref_mvu(weights, w_type, in_type, x))
+    out, run = rtl_mvu(dut, x)
+    np.testing.assert_array_equal(out, ref_mvu(weights, w_type, in_type, x))
+    first_out = run.out_cycles[::dut.neuron_folds]
+    assert np.diff(first_out).tolist() == [dut.cycles_per_vector] * 5
+
+
+@pytest.mark.parametrize("w_type,in_type,datapath", [
+    (BIPOLAR, BIPOLAR, Datapath.XNOR_POPCOUNT),
+    (BIPOLAR, INT4, Datapath.ADD_SUB),
+    (BINARY, UINT8, Datapath.ADD_SUB),
+    (TERNARY, INT8, Datapath.ADD_SUB),
+    (INT4, BIPOLAR, Datapath.ADD_SUB),
+    (INT8, BINARY, Datapath.ADD_SUB),
+    (INT8, INT8, Datapath.MAC),
+    (UINT4, INT16, Datapath.MAC),
+    (INT2, INT2, Datapath.MAC),
+])
+def test_datapath_from_datatypes(w_type, in_type, datapath):
+    weights = random_values(w_type, (2, 4), np.random.default_rng(0))
+    dut = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=1, simd=2)
+    assert dut.datapath is datapath
+
+
+def test_acc_type_is_the_exact_worst_case():
+    weights = np.array([[7, -8, 3], [1, 1, 1]])
+    dut = MVU(weights=weights, w_type=INT4, in_type=UINT4, pe=1, simd=1)
+    # row 0 spans [-8 * 15, 10 * 15] = [-120, 150]: INT9
+    assert dut.acc_type == int_type(9) == Dense("d", ("x",), "y", weights=weights,
+                                                w_type=INT4, in_type=UINT4).acc_type
+    assert dut.out_type == dut.acc_type
+    spec = ThresholdSpec(thresholds=np.zeros((2, 1), dtype=np.int64),
+                         bias=np.zeros(2, dtype=np.int64), sign=np.ones(2, dtype=np.int64),
+                         out_type=BIPOLAR)
+    fused = MVU(weights=weights, w_type=INT4, in_type=UINT4, pe=2, simd=3, threshold=spec)
+    assert fused.out_type == BIPOLAR
+    # SF - 1 + 2, plus the product register (MAC), the tree register (SIMD > 1), thresholds
+    assert dut.latency == (3 - 1 + 2) + 1
+    assert fused.latency == (1 - 1 + 2) + 1 + 1 + 1
+
+
+@pytest.mark.parametrize("budget,expected", [(None, 6), (0, 0), (4, 4), (100, 6)])
+def test_dsp_count_follows_the_budget(budget, expected):
+    weights = np.ones((4, 6), dtype=np.int64)
+    dut = MVU(weights=weights, w_type=INT8, in_type=INT8, pe=2, simd=3, dsp_budget=budget)
+    assert dut.dsp_count == expected
+    addsub = MVU(weights=weights, w_type=BINARY, in_type=INT8, pe=2, simd=3,
+                 dsp_budget=budget)
+    assert addsub.dsp_count == 0
+
+
+@pytest.mark.parametrize("style,attribute", [
+    (RamStyle.AUTO, None), (RamStyle.BLOCK, '"block"'), (RamStyle.DISTRIBUTED, '"logic"')])
+def test_ram_style_reaches_the_weight_memory(style, attribute):
+    dut = MVU(weights=np.ones((4, 8), dtype=np.int64), w_type=INT4, in_type=INT4, pe=2,
+              simd=2, ram_style=style)
+    text = rtlil.convert(dut)
+    if attribute is None:
+        assert "ram_style" not in text
+    else:
+        assert f"attribute \\ram_style {attribute}" in text
+
+
+GOOD = dict(weights=np.ones((6, 6), dtype=np.int64), w_type=INT4, in_type=INT4, pe=2, simd=3)
+
+
+@pytest.mark.parametrize("changes,error,match", [
+    ({"weights": [[1]]}, TypeError, r"Weights must be an integer numpy array, not \[\[1\]\]"),
+    ({"weights": np.ones((2, 2))}, TypeError, r"Weights must be an integer numpy array"),
+    ({"weights": np.ones(6, dtype=np.int64)}, ValueError,
+     r"Weights must be a non-empty \[MH, MW\] matrix, not shape \(6,\)"),
+    ({"w_type": "INT4"}, TypeError, r"Weight type must be a qloom DataType, not 'INT4'"),
+    ({"in_type": 4}, TypeError, r"Input type must be a qloom DataType, not 4"),
+    ({"pe": 0}, TypeError, r"PE count must be a positive integer, not 0"),
+    ({"pe": True}, TypeError, r"PE count must be a positive integer, not True"),
+    ({"simd": 1.5}, TypeError, r"SIMD count must be a positive integer, not 1.5"),
+    ({"pe": 4}, ValueError, r"MH \(6\) must be divisible by PE \(4\)"),
+    ({"simd": 4}, ValueError, r"MW \(6\) must be divisible by SIMD \(4\)"),
+    ({"w_type": INT2, "weights": np.full((6, 6), 2)}, ValueError,
+     r"Weights hold values outside INT2 \[-2, 1\]"),
+    ({"w_type": BIPOLAR, "weights": np.zeros((6, 6), dtype=np.int64)}, ValueError,
+     r"Weights hold values outside BIPOLAR \[-1, 1\] \(bipolar weights must be -1 or \+1\)"),
+    ({"threshold": np.zeros((6, 1))}, TypeError, r"Threshold must be a ThresholdSpec or None"),
+    ({"threshold": ThresholdSpec(thresholds=np.zeros((3, 1), dtype=np.int64),
+                                 bias=np.zeros(3, dtype=np.int64),
+                                 sign=np.ones(3, dtype=np.int64), out_type=BINARY)},
+     ValueError, r"Threshold channels \(3\) must equal MH \(6\)"),
+    ({"dsp_budget": -1}, TypeError,
+     r"DSP budget must be a non-negative integer or None, not -1"),
+    ({"ram_style": "block"}, TypeError, r"RAM style must be a RamStyle, not 'block'"),
+    ({"register_products": 1}, TypeError, r"Register products must be a bool or None, not 1"),
+    ({"register_adder_tree": "yes"}, TypeError,
+     r"Register adder tree must be a bool or None, not 'yes'"),
+    ({"w_type": int_type(33)}, ValueError,
+     r"Weight type INT33 is wider than the 32 bits a matrix-vector unit supports "
+     r"\(weights INT33, inputs INT4\)"),
+])
+def test_mvu_validation(changes, error, match):
+    with pytest.raises(error, match=match):
+        MVU(**{**GOOD, **changes})
