@@ -64,8 +64,10 @@ def _fix_input_shapes(proto: onnx.ModelProto):
     """A symbolic batch dimension becomes 1; any other unknown dimension is an error."""
     initializers = {i.name for i in proto.graph.initializer}
     inputs = [i for i in proto.graph.input if i.name not in initializers]
-    if not inputs:
-        raise UnsupportedModelError("the model has no graph input")
+    if len(inputs) != 1:
+        raise UnsupportedModelError(
+            f"the model has {len(inputs)} graph inputs "
+            f"({', '.join(i.name for i in inputs) or 'none'}); qloom needs exactly one")
     for inp in inputs:
         dims = inp.type.tensor_type.shape.dim
         if not dims:

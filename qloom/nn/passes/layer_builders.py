@@ -114,6 +114,8 @@ class LayerBuilders:
         """A linear layer reads the float input: quantize it onto a fixed-point grid and fold
         the scalar affine prefix into the layer's accumulator scale and offset."""
         self._claim_input(node)
+        if prefix.blocker is not None:
+            raise self.unsupported(prefix.blocker)
         if not prefix.affine:
             culprit = next(n for n in prefix.nodes if n.op_type not in
                            ("Add", "Sub", "Mul", "Div", "Reshape", "Flatten", "Identity"))
@@ -132,7 +134,7 @@ class LayerBuilders:
                 f"'{node.name}' reads the float input without an input quantizer: qloom "
                 f"quantizes the input to {dtype} with scale {scale:g}; pass input_type= and "
                 f"input_scale= to choose. The integer network equals the model on inputs "
-                f"rounded to that grid.", FixedPointInputWarning, stacklevel=4)
+                f"rounded to that grid.", FixedPointInputWarning, stacklevel=6)
         if scale <= 0 or not np.isfinite(scale):
             raise QloomError(f"input_scale must be a positive number, not {self.input_scale!r}")
         tensor = node.input[0]

@@ -32,6 +32,14 @@ ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip",
                "Round", "HardSigmoid")
 
 
+def _broadcasts_into(const_shape, shape) -> bool:
+    """Whether a constant broadcasts against ``shape`` without enlarging it."""
+    try:
+        return np.broadcast_shapes(const_shape, shape) == shape
+    except ValueError:
+        return False
+
+
 class LoweringState(LayerBuilders):
     """The walk itself; layer construction lives in ``LayerBuilders``."""
 
@@ -90,10 +98,10 @@ class LoweringState(LayerBuilders):
             raise self.unsupported(node)
 
     def on_elementwise(self, node, src):
-        other = [t for t in node.input[1:] if t]
-        shape = self.shape_of(node.output[0])
-        if any(np.broadcast_shapes(np.shape(self.consts[t]), tuple(shape)) != tuple(shape)
-               for t in other):
+        shape = tuple(self.shape_of(node.output[0]))
+        if node.op_type != "BatchNormalization" and any(
+                not _broadcasts_into(np.shape(self.consts[t]), shape)
+                for t in node.input if t in self.consts):
             return self.on_other(node, [src])
         if isinstance(src, Prefix):
             self.env[node.output[0]] = self.extend_prefix(src, node)
