@@ -50,6 +50,13 @@ def _int_tuple(name, value, length, minimum):
         raise TypeError(f"{name} must be a tuple of {length} {what} integers, not {value!r}")
 
 
+def _times(value, const):
+    """``value * const`` for a constant ``const >= 0`` as a sum of shifts, so synthesis
+    never spends a DSP block on address arithmetic."""
+    terms = [value << bit for bit in range(const.bit_length()) if const >> bit & 1]
+    return sum(terms[1:], terms[0]) if terms else 0
+
+
 def _add_mod(value, const, modulus):
     """``(value + const) % modulus`` for ``0 <= value < modulus``."""
     total = value + (const % modulus)
@@ -189,7 +196,7 @@ class SlidingWindow(wiring.Component):
             pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
             started.eq((avail > 0) | ((avail == 0) & (w_col != 0))),
             ready0.eq(started & (pad | (iy < avail))),
-            rp.addr.eq(slot * RW + ix * CW + cw),
+            rp.addr.eq(_times(slot, RW) + _times(ix, CW) + cw),
         ]
 
         # Reader, stage 1: the word read (or the pad code), held under backpressure.

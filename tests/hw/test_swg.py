@@ -154,3 +154,11 @@ def test_swg_geometry():
     assert dut.out_words_per_frame == 4 * 6 * 12
     assert dut.cycles_per_frame == 4 * 6 * 12
     assert dut.buffer_words == 5 * 6 * 2
+
+
+def test_swg_address_arithmetic_uses_no_multipliers():
+    # a multiplier here would take one of the board's few DSP blocks
+    from amaranth.back import rtlil
+    dut = SlidingWindow(in_h=7, in_w=6, channels=6, kernel=(3, 3), pads=(1, 1, 1, 1),
+                        dtype=int_type(8), simd=2)
+    assert "cell $mul" not in rtlil.convert(dut)
