@@ -12,7 +12,8 @@ import pytest
 
 from qloom.errors import QloomError, ToolError
 from qloom.nn.dtypes import BIPOLAR, int_type, uint_type
-from qloom.sim.packing import ints_to_words, pack_frames, unpack_frames, words_to_ints
+from qloom.sim.packing import (ints_to_words, pack_frames, padding, unpack_frames,
+                               words_to_ints)
 from qloom.sim.runner import Simulator, SimulationError, run_rtl
 
 _spec = importlib.util.spec_from_file_location("qloom_tests_toy_top",
@@ -60,6 +61,7 @@ def _check_outputs(run, values, dtype=DTYPE, lanes=LANES, elements=ELEMENTS):
     codes, last = ints_to_words(run.payloads_out, dtype, lanes)
     np.testing.assert_array_equal(unpack_frames(codes, dtype, elements),
                                   ref_plus_one(values, dtype))
+    assert not padding(codes, elements).any()
     assert last[:, -1].all() and not last[:, :-1].any()
 
 

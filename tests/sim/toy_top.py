@@ -24,7 +24,7 @@ from qloom.hw.types import shape_of
 from qloom.nn.dtypes import DataType
 from qloom.sim.packing import words_per_frame
 
-BROKEN = ("drop", "no_last", "hang", "corrupt")
+BROKEN = ("drop", "no_last", "hang", "corrupt", "pad")
 
 
 def word_layout(dtype: DataType, lanes: int) -> data.StructLayout:
@@ -36,11 +36,15 @@ class PlusOneTop(wiring.Component):
     under backpressure. ``period`` > 1 takes one input word every ``period`` cycles.
     ``broken`` makes it misbehave: ``drop`` loses word 1 of every frame, ``no_last``
     clears the flag on frame 1, ``hang`` stops taking input after 5 words, ``corrupt``
-    adds 2 instead of 1 to lane 0 of word 0 of frame 1."""
+    adds 2 instead of 1 to lane 0 of word 0 of frame 1, ``pad`` adds 1 to the unused
+    lanes of the final word too instead of keeping them zero."""
 
-    def __init__(self, dtype: DataType, lanes: int, words: int, *, stages: int = 2,
+    def __init__(self, dtype: DataType, lanes: int, elements: int, *, stages: int = 2,
                  period: int = 1, broken: str | None = None):
-        self._dtype, self._lanes, self._words = dtype, lanes, words
+        if broken not in (None, *BROKEN):
+            raise ValueError(f"Broken mode must be one of {BROKEN}, not {broken!r}")
+        self._dtype, self._lanes, self._elements = dtype, lanes, elements
+        self._words = words_per_frame(elements, lanes)
         self._stages, self._period, self._broken = stages, period, broken
         layout = word_layout(dtype, lanes)
         super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
@@ -83,6 +87,10 @@ class PlusOneTop(wiring.Component):
                 m.d.comb += incoming.data[lane].eq(x)
             with m.Else():
                 m.d.comb += incoming.data[lane].eq(x + plus)
+            unused = lane >= self._elements - (self._words - 1) * self._lanes
+            if unused and self._broken != "pad":
+                with m.If(self.i.payload.last):
+                    m.d.comb += incoming.data[lane].eq(0)
         if self._broken == "no_last":
             with m.If(frame_in == 1):
                 m.d.comb += incoming.last.eq(0)
@@ -118,7 +126,7 @@ def port_json(dtype: DataType, lanes: int, elements: int) -> dict:
 def write_toy_out(out: Path, dtype: DataType, lanes: int, elements: int, **toy) -> Path:
     """Emit the toy into ``out`` with a manifest obeying the compiler's contract."""
     words = words_per_frame(elements, lanes)
-    top = PlusOneTop(dtype, lanes, words, **toy)
+    top = PlusOneTop(dtype, lanes, elements, **toy)
     (out / "rtl").mkdir(parents=True, exist_ok=True)
     (out / "rtl" / "qloom_top.v").write_text(verilog.convert(top, name="qloom_top"))
     period = toy.get("period", 1)
