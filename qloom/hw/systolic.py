@@ -22,7 +22,7 @@ issue of work, not the pipeline. Steady state: one input word per cycle into the
 ``cycles_per_vector = (MH/cols) * (MW/rows)``.
 """
 
-from amaranth.hdl import Const, Module, Mux, Shape, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -36,13 +36,15 @@ from .types import shape_of
 __all__ = ["SystolicArray"]
 
 
-def _lut_multiply(w, x, w_width):
-    """``w * x`` as shift-and-add of partial products (kept out of DSP blocks); ``w`` is
-    two's complement of ``w_width`` bits, its top bit weighs ``-2**(w_width-1)``."""
+def _lut_multiply(w, x):
+    """``w * x`` as shift-and-add of partial products (kept out of DSP blocks); when ``w``
+    is signed, its top bit weighs ``-2**(width-1)``."""
+    shape = w.shape()
     total = 0
-    for bit in range(w_width):
+    for bit in range(shape.width):
         partial = Mux(w[bit], x << bit, 0)
-        total = total - partial if bit == w_width - 1 else total + partial
+        negative = shape.signed and bit == shape.width - 1
+        total = total - partial if negative else total + partial
     return total
 
 
@@ -76,7 +78,7 @@ class _ProcessingElement(wiring.Component):
         if self._use_dsp:
             product = weight * x_delayed
         else:
-            product = _lut_multiply(weight, x_delayed, Shape.cast(self._w_shape).width)
+            product = _lut_multiply(weight, x_delayed)
         m.d.sync += self.psum_out.eq(self.psum_in + product)
         return m
 

@@ -66,8 +66,11 @@ def test_systolic_throughput_and_latency(mh, mw, rows, cols, w_type, in_type):
 
 
 @pytest.mark.parametrize("dsp_budget", [0, 3])
-def test_systolic_lut_multipliers_are_exact(dsp_budget):
-    dut, _ = check(mh=4, mw=6, rows=3, cols=2, w_type=int_type(5), in_type=int_type(4),
+@pytest.mark.parametrize("w_type,in_type", [(int_type(5), int_type(4)),
+                                            (uint_type(4), int_type(3)),
+                                            (BIPOLAR, uint_type(3))])
+def test_systolic_lut_multipliers_are_exact(dsp_budget, w_type, in_type):
+    dut, _ = check(mh=4, mw=6, rows=3, cols=2, w_type=w_type, in_type=in_type,
                    dsp_budget=dsp_budget, seed=dsp_budget)
     assert dut.dsp_count == dsp_budget
 
@@ -92,13 +95,13 @@ def test_systolic_properties():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(120))
 def test_systolic_random_sweep(seed):
     rng = np.random.default_rng(seed)
     rows, cols = int(rng.integers(1, 5)), int(rng.integers(1, 5))
     w_type = [int_type(8), BIPOLAR, int_type(2), uint_type(4)][seed % 4]
     in_type = [uint_type(8), int_type(3), BIPOLAR, uint_type(1), int_type(8)][seed % 5]
-    check(mh=cols * int(rng.integers(1, 4)), mw=rows * int(rng.integers(1, 4)), rows=rows,
+    check(mh=cols * int(rng.integers(1, 5)), mw=rows * int(rng.integers(1, 5)), rows=rows,
           cols=cols, w_type=w_type, in_type=in_type, vectors=4,
           dsp_budget=int(rng.integers(0, rows * cols + 1)), seed=seed)
 
