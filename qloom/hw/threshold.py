@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import MultiThreshold
+from .mvu_datapath import tree_sum
 from .types import shape_of
 from .weight_mem import RamStyle, pack_layout, pack_words, rom
 
@@ -163,7 +164,7 @@ class ThresholdTable:
 
     def count(self, x, t_row):
         """How many of a lane's thresholds ``t_row`` the code ``x`` reaches."""
-        return sum(x >= t_row[k] for k in range(self.spec.num_thresholds))
+        return tree_sum([x >= t_row[k] for k in range(self.spec.num_thresholds)])
 
     def code(self, count, meta=None):
         """The output code for ``count`` crossed thresholds with a lane's ``meta``."""
