@@ -184,7 +184,8 @@ def add_parser(subparsers):
                     "every output frame with the integer network, measure latency and II. "
                     "Writes OUT/sim/results.json and OUT/sim/outputs.npy; exits with 1 on "
                     "any mismatching frame.")
-    p.add_argument("out", type=Path, help="compiled design folder (from qloom compile)")
+    p.add_argument("out", type=Path, metavar="OUT",
+                   help="compiled design folder (from qloom compile)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--inputs", type=Path, metavar="X.npy",
                         help="float model inputs [N, *input shape]")

@@ -106,8 +106,8 @@ def _check_last(payload: int, index: int, job: dict, cycle: int):
 
 
 async def _stream(dut, job: dict, inputs: list[int], record: _Record, progress: _Progress):
-    """Drive ``inputs`` and take outputs until every frame is back and the drain window
-    shows no extra word."""
+    """Drive ``inputs`` and take outputs until every input word is taken, every frame is
+    back and the drain window shows no extra output word."""
     rng = random.Random(job["seed"])
     p = job["backpressure"]
     n_in, n_out = len(inputs), job["frames"] * job["words_out"]
@@ -148,10 +148,7 @@ async def _stream(dut, job: dict, inputs: list[int], record: _Record, progress: 
             progressed = True
             if (index + 1) % words_out == 0:
                 progress.update((index + 1) // words_out)
-        if len(record.out_payloads) == n_out:
-            if in_pos < n_in:
-                raise StreamError(f"the design returned all {job['frames']} frames before "
-                                  f"accepting all input: {_status(record, job, n_in)}")
+        if len(record.out_payloads) == n_out and in_pos == n_in:
             drained += 1
             if drained > job["drain_cycles"]:
                 return
