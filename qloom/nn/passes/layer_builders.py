@@ -190,7 +190,7 @@ class LayerBuilders:
             layer.acc_type(self.tensors[src.ir].shape[-1])
         self.new_tensor(layer.output, shape, dtype, out_scale, lo, hi)
         self.layers.append(layer)
-        return Int(layer.output, node.output[0], src.layout if isinstance(layer, ir.Dense)
+        return Int(layer.output, node.output[0], PLAIN if isinstance(layer, ir.Dense)
                    else NCHW, offset, False)
 
     @staticmethod
