@@ -161,6 +161,13 @@ def test_icarus_broken_design_fails_clearly(toy_out, broken, message):
 
 
 @needs_icarus
+def test_icarus_extra_word_after_the_last_frame_fails(toy_out):
+    with pytest.raises(SimulationError, match=r"the design produced an extra output word at "
+                                              r"cycle \d+, after all 3 frames"):
+        run_rtl(toy_out(broken="extra"), _payloads(_frames(3)), progress=False)
+
+
+@needs_icarus
 def test_icarus_build_failure_shows_tool_output(toy_out):
     out = toy_out()
     (out / "rtl" / "qloom_top.v").write_text("module qloom_top(input clk; endmodule\n")

@@ -24,7 +24,7 @@ from qloom.hw.types import shape_of
 from qloom.nn.dtypes import DataType
 from qloom.sim.packing import words_per_frame
 
-BROKEN = ("drop", "no_last", "hang", "corrupt", "pad")
+BROKEN = ("drop", "no_last", "hang", "corrupt", "pad", "extra")
 
 
 def word_layout(dtype: DataType, lanes: int) -> data.StructLayout:
@@ -37,7 +37,8 @@ class PlusOneTop(wiring.Component):
     ``broken`` makes it misbehave: ``drop`` loses word 1 of every frame, ``no_last``
     clears the flag on frame 1, ``hang`` stops taking input after 5 words, ``corrupt``
     adds 2 instead of 1 to lane 0 of word 0 of frame 1, ``pad`` adds 1 to the unused
-    lanes of the final word too instead of keeping them zero."""
+    lanes of the final word too instead of keeping them zero, ``extra`` sends the last
+    word of frame 2 twice."""
 
     def __init__(self, dtype: DataType, lanes: int, elements: int, *, stages: int = 2,
                  period: int = 1, broken: str | None = None):
@@ -58,6 +59,15 @@ class PlusOneTop(wiring.Component):
         # stage k may load when empty or when its content moves on this cycle
         moves = [Signal(name=f"moves{k}") for k in range(n)]
         m.d.comb += moves[n - 1].eq(self.o.ready)
+        if self._broken == "extra":
+            frames_out, replayed = Signal(16), Signal()
+            replay = self.o.payload.last & (frames_out == 2) & ~replayed
+            with m.If(self.o.valid & self.o.ready & self.o.payload.last):
+                with m.If(replay):
+                    m.d.sync += replayed.eq(1)
+                with m.Else():
+                    m.d.sync += frames_out.eq(frames_out + 1)
+            m.d.comb += moves[n - 1].eq(self.o.ready & ~replay)
         for k in range(n - 1):
             m.d.comb += moves[k].eq(~valid[k + 1] | moves[k + 1])
         load = [Signal(name=f"load{k}") for k in range(n)]
