@@ -200,6 +200,9 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
     ``backpressure`` is the probability of an input gap before each word and of a
     dropped output ``ready`` in each cycle (drawn from ``seed``). The build goes to
     ``build_dir`` (default ``OUT/sim/build_<simulator>``), simulator logs next to it.
+    ``idle_timeout`` is the number of cycles without any handshake after which the design
+    counts as hung (default: generous, from the manifest's per-layer cycle estimates).
+    ``progress`` draws a tqdm bar of frames received on stderr.
     Raises ToolError when the simulator is missing or fails (with its output), and
     SimulationError when the design breaks the stream protocol or hangs.
     """
