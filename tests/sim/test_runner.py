@@ -3,6 +3,7 @@ elementwise saturating +1 through a stalling pipeline, and broken variants of it
 
 import importlib.util
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -74,7 +75,9 @@ def toy_out(tmp_path):
 
 def _run_healthy(toy_out, simulator):
     values = _frames(12)
+    environment = dict(os.environ)
     run = run_rtl(toy_out(stages=2), _payloads(values), simulator=simulator, progress=False)
+    assert dict(os.environ) == environment   # tool PATH / MAKEFLAGS changes are undone
     _check_outputs(run, values)
     # back to back: one input word per cycle, the pipeline's 2 stages of latency
     np.testing.assert_array_equal(run.in_cycles.ravel(), np.arange(12 * WORDS))
