@@ -128,20 +128,38 @@ def step_build(state, cfg):
     out_lanes = last.out_lanes(plan.folds[last.name])
     in_elems = int(np.prod(net.shape_of(net.input)))
     out_elems = int(np.prod(net.shape_of(net.output)))
-    # A residual's skip path must hold what the other branch swallows before it answers:
-    # give both inputs of every add a whole frame.
-    depths = {}
-    for e in state.engines:
-        if e.kind == "add":
-            words = math.ceil(int(np.prod(net.shape_of(e.output))) / e.in_lanes(plan.folds[e.name]))
-            for t in e.inputs:
-                depths[(t, e.name)] = words + 4
+    depths = _edge_depths(state, in_lanes)
     state.top = AcceleratorTop(nodes=nodes, input=state.input, output=state.output,
                                in_lanes=in_lanes, out_lanes=out_lanes,
                                in_words=math.ceil(in_elems / in_lanes),
                                out_words=math.ceil(out_elems / out_lanes),
                                edge_depths=depths)
     return state
+
+
+def _edge_depths(state, in_lanes) -> dict:
+    """FIFO depths, in the producer's words, on the edges that need more than a skid buffer.
+
+    A matrix-vector unit takes a whole input vector during its first neuron fold; when its
+    producer is slower than one word per cycle the vector has to be waiting in a FIFO, or
+    the unit idles through that fold. A residual's skip path must hold what the other
+    branch swallows before it answers: both inputs of an add get a whole frame.
+    """
+    from .engines.dense import DenseEngine
+    plan, net = state.plan, state.network
+    lanes_of = {state.input: in_lanes}
+    for e in state.engines:
+        lanes_of[e.output] = e.out_lanes(plan.folds[e.name])
+    depths = {}
+    for e in state.engines:
+        if isinstance(e, DenseEngine):
+            t = e.inputs[0]
+            depths[(t, e.name)] = math.ceil(e.dense.mw / lanes_of[t]) + 2
+        if e.kind == "add":
+            words = math.ceil(int(np.prod(net.shape_of(e.output))) / e.in_lanes(plan.folds[e.name]))
+            for t in e.inputs:
+                depths[(t, e.name)] = words + 4
+    return depths
 
 
 def step_emit(state, cfg):

@@ -113,6 +113,12 @@ class AcceleratorTop(wiring.Component):
                 m.submodules[f"{name}_width{k}"] = conv
                 wiring.connect(m, out, conv.i)
                 out, a = conv.o, lanes
+            # A converter assembles or splits one word at a time; a word of slack behind it
+            # lets it start on the next word while the consumer has not taken this one.
+            slack = StreamFIFO(shape=dst_layout, depth=2)
+            m.submodules[f"{name}_slack"] = slack
+            wiring.connect(m, out, slack.i)
+            out = slack.o
         return out
 
     def elaborate(self, platform):

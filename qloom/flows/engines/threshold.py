@@ -12,7 +12,8 @@ from .dense import threshold_spec
 
 __all__ = ["ThresholdEngine"]
 
-# Above this many thresholds per channel the binary-search variant is smaller.
+# From this many thresholds per channel on, the pipelined binary search (one comparator
+# and a small memory per step) is smaller than comparing against all of them at once.
 _SEARCH_FROM = 31
 
 
@@ -31,8 +32,8 @@ class ThresholdEngine(Engine):
         return [Fold(pe) for pe in divisors(self.layer.channels)]
 
     def cycles(self, fold):
-        steps = int(np.ceil(np.log2(self.layer.num_thresholds + 1))) if self.search else 1
-        return self.pixels * (self.layer.channels // fold.pe) * steps
+        # Both variants take one word per cycle (the binary search is pipelined).
+        return self.pixels * (self.layer.channels // fold.pe)
 
     def resources(self, fold, options, dsps=0):
         k, bits = self.layer.num_thresholds, self.layer.in_type.bits
