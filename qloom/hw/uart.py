@@ -1,0 +1,125 @@
+"""A UART (8 data bits, no parity, 1 stop bit, LSB first) with stream byte ports.
+
+``divisor`` is the number of clock cycles per bit (``divisor_for(clock_hz, baud)``); the
+receiver samples each bit in its middle, so a divisor of 4 already works (what the
+simulations use to run fast).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["divisor_for", "UARTTx", "UARTRx"]
+
+MIN_DIVISOR = 4
+
+
+def divisor_for(clock_hz: float, baud: int, tolerance: float = 0.02) -> int:
+    """Clock cycles per bit for ``baud`` at ``clock_hz``; ValueError when the nearest
+    integer divisor misses the baud rate by more than ``tolerance`` (2 %: a UART frame
+    is 10 bits and the receiver samples mid-bit, so both sides together may drift 5 %)."""
+    if not isinstance(baud, int) or baud <= 0:
+        raise TypeError(f"Baud rate must be a positive integer, not {baud!r}")
+    if not clock_hz > 0:
+        raise ValueError(f"Clock frequency must be positive, not {clock_hz!r}")
+    divisor = round(clock_hz / baud)
+    if divisor < MIN_DIVISOR:
+        raise ValueError(f"Baud rate {baud} is too fast for a {clock_hz / 1e6:g} MHz clock "
+                         f"(divisor {clock_hz / baud:.2f}, at least {MIN_DIVISOR} needed)")
+    error = abs(clock_hz / divisor - baud) / baud
+    if error > tolerance:
+        raise ValueError(f"Baud rate {baud} is off by {error:.1%} at {clock_hz / 1e6:g} MHz "
+                         f"(divisor {divisor}); choose another baud rate or clock")
+    return divisor
+
+
+def _check_divisor(divisor):
+    if not isinstance(divisor, int) or isinstance(divisor, bool):
+        raise TypeError(f"Divisor must be an integer, not {divisor!r}")
+    if divisor < MIN_DIVISOR:
+        raise ValueError(f"Divisor must be at least {MIN_DIVISOR} clocks per bit, "
+                         f"not {divisor}")
+
+
+class UARTTx(wiring.Component):
+    """Serializes bytes taken from ``i`` onto the ``tx`` line (idle high)."""
+
+    def __init__(self, *, divisor: int):
+        _check_divisor(divisor)
+        self.divisor = divisor
+        super().__init__({"i": In(stream.Signature(8)), "tx": Out(1, init=1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        shreg = Signal(10, init=0x3FF)   # stop, 8 data bits, start; shifted out LSB first
+        bits = Signal(range(11))
+        timer = Signal(range(self.divisor))
+        m.d.comb += self.tx.eq(shreg[0])
+        with m.If(bits == 0):
+            m.d.comb += self.i.ready.eq(1)
+            with m.If(self.i.valid):
+                m.d.sync += [shreg.eq(Cat(Const(0, 1), self.i.payload, Const(1, 1))),
+                             bits.eq(10), timer.eq(self.divisor - 1)]
+        with m.Elif(timer == 0):
+            m.d.sync += [shreg.eq(Cat(shreg[1:], Const(1, 1))), bits.eq(bits - 1),
+                         timer.eq(self.divisor - 1)]
+        with m.Else():
+            m.d.sync += timer.eq(timer - 1)
+        return m
+
+
+class UARTRx(wiring.Component):
+    """Deserializes the ``rx`` line into bytes on ``o``. ``error`` pulses for one cycle on a
+    framing error (stop bit low) and on an overrun (a byte completed while the previous one
+    was still not taken; the new byte is dropped)."""
+
+    def __init__(self, *, divisor: int):
+        _check_divisor(divisor)
+        self.divisor = divisor
+        super().__init__({"rx": In(1, init=1), "o": Out(stream.Signature(8)),
+                          "error": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        rx = Signal(init=1)
+        m.submodules.sync = FFSynchronizer(self.rx, rx, init=1)
+        timer = Signal(range(self.divisor))
+        shreg = Signal(8)
+        bits = Signal(range(9))
+
+        with m.If(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(~rx):
+                    m.d.sync += timer.eq(self.divisor // 2 - 1)
+                    m.next = "START"
+            with m.State("START"):
+                m.d.sync += timer.eq(timer - 1)
+                with m.If(timer == 0):
+                    m.d.sync += [timer.eq(self.divisor - 1), bits.eq(8)]
+                    m.next = "DATA"
+                    with m.If(rx):   # a glitch, not a start bit
+                        m.next = "IDLE"
+            with m.State("DATA"):
+                m.d.sync += timer.eq(timer - 1)
+                with m.If(timer == 0):
+                    m.d.sync += [shreg.eq(Cat(shreg[1:], rx)), bits.eq(bits - 1),
+                                 timer.eq(self.divisor - 1)]
+                    with m.If(bits == 1):
+                        m.next = "STOP"
+            with m.State("STOP"):
+                m.d.sync += timer.eq(timer - 1)
+                with m.If(timer == 0):
+                    with m.If(~rx):
+                        m.d.comb += self.error.eq(1)              # framing error
+                    with m.Elif(self.o.valid & ~self.o.ready):
+                        m.d.comb += self.error.eq(1)              # overrun
+                    with m.Else():
+                        m.d.sync += [self.o.payload.eq(shreg), self.o.valid.eq(1)]
+                    m.next = "IDLE"
+        return m
