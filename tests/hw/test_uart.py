@@ -65,8 +65,10 @@ def test_rx_bytes(divisor, skew):
         await ctx.tick().repeat(4 * divisor)
 
     async def sink(ctx):
-        while True:
-            got.append(await stream_get(ctx, dut.o))
+        ctx.set(dut.o.ready, 1)
+        async for _, _, valid, byte in ctx.tick().sample(dut.o.valid, dut.o.payload):
+            if valid:
+                got.append(byte)
 
     async def watch(ctx):
         async for _, _, err in ctx.tick().sample(dut.error):
