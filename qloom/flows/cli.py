@@ -40,7 +40,7 @@ def _add_load_options(p):
 
 
 def load_options(args) -> dict:
-    from ..nn.load import parse_dtype
+    from ..nn.dtypes import parse_dtype
     options = {}
     if getattr(args, "input_type", None):
         options["input_type"] = parse_dtype(args.input_type)

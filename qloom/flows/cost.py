@@ -11,7 +11,7 @@ import enum
 import math
 from dataclasses import dataclass, fields
 
-__all__ = ["Family", "Resources", "memory_cost", "adder_tree_luts", "comparator_luts"]
+__all__ = ["Family", "Resources", "memory_cost", "use_block_ram", "adder_tree_luts", "comparator_luts"]
 
 
 class Family(enum.Enum):
@@ -54,26 +54,39 @@ _BRAM_SHAPES = {
     Family.ECP5: [(512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1)],
 }
 _BRAM_SHAPES[Family.GENERIC] = _BRAM_SHAPES[Family.ECP5]
-# Below this many bits a memory is cheaper in logic than in a block RAM.
-_BRAM_MIN_BITS = {Family.ICE40: 2048, Family.ECP5: 4096, Family.GENERIC: 4096}
+# One block RAM is worth this many LUT4s: a ROM goes to block RAM only when its LUT
+# implementation would cost more than that per block (roughly the device's LUT/BRAM ratio
+# over two, so that neither runs out first).
+_LUTS_PER_BRAM = {Family.ICE40: 90, Family.ECP5: 200, Family.GENERIC: 200}
 
 
 def _bram_count(depth: int, width: int, family: Family) -> int:
     return min(math.ceil(depth / d) * math.ceil(width / w) for d, w in _BRAM_SHAPES[family])
 
 
-def memory_cost(depth: int, width: int, family: Family, style: str = "auto") -> Resources:
-    """A read-only weight/threshold memory with a registered output port."""
-    bits = depth * width
+def _rom_luts(depth: int, width: int) -> int:
+    """A ROM in LUT4s: one LUT per 16 words per output bit, plus the read mux tree."""
+    leaves = math.ceil(depth / 16)
+    return width * (leaves + (leaves - 1) // 3)
+
+
+def use_block_ram(depth: int, width: int, family: Family) -> bool:
+    """Whether a read-only memory of ``depth`` words of ``width`` bits belongs in block RAM."""
+    if depth <= 16:
+        return False
+    return _rom_luts(depth, width) > _LUTS_PER_BRAM[family] * _bram_count(depth, width, family)
+
+
+def memory_cost(depth: int, width: int, family: Family, block: bool | None = None) -> Resources:
+    """A read-only weight/threshold memory with a registered output port; ``block`` forces
+    block RAM (True) or logic (False), None chooses like ``use_block_ram``."""
     if depth <= 1:
         return Resources(ff=width)
-    use_bram = style == "block" or (style == "auto" and bits >= _BRAM_MIN_BITS[family])
-    if use_bram:
+    if block is None:
+        block = use_block_ram(depth, width, family)
+    if block:
         return Resources(bram=_bram_count(depth, width, family))
-    # A ROM in LUT4s: one LUT per 16 words per output bit, plus the read mux tree.
-    leaves = math.ceil(depth / 16)
-    luts = width * (leaves + (leaves - 1) // 3)
-    return Resources(lut=luts, ff=width)
+    return Resources(lut=_rom_luts(depth, width), ff=width)
 
 
 def adder_tree_luts(n: int, bits: int) -> int:

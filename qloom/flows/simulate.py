@@ -46,7 +46,7 @@ def _load_network(out_dir: Path, manifest: dict):
                          f"network): pass that network to simulate(..., network=net)")
     options = dict(manifest.get("load_options") or {})
     if isinstance(options.get("input_type"), str):
-        from ..nn.load import parse_dtype
+        from ..nn.dtypes import parse_dtype
         options["input_type"] = parse_dtype(options["input_type"])
     return load(out_dir / manifest["model_file"], **options)
 

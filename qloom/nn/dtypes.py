@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import QloomError
 
-__all__ = ["DataType", "BIPOLAR", "BINARY", "TERNARY", "int_type", "uint_type",
+__all__ = ["DataType", "BIPOLAR", "BINARY", "TERNARY", "int_type", "uint_type", "parse_dtype",
            "smallest_type"]
 
 
@@ -120,3 +120,18 @@ def smallest_type(lo: int, hi: int) -> DataType:
     while not (-(1 << (bits - 1)) <= lo and hi <= (1 << (bits - 1)) - 1):
         bits += 1
     return int_type(bits)
+
+
+def parse_dtype(name: str) -> DataType:
+    """A datatype from its name: BIPOLAR, BINARY, TERNARY, INTn, INTnN (narrow), UINTn."""
+    import re
+    key = str(name).strip().upper()
+    named = {"BIPOLAR": BIPOLAR, "BINARY": BINARY, "TERNARY": TERNARY}
+    if key in named:
+        return named[key]
+    match = re.fullmatch(r"(U?)INT(\d+)(N?)", key)
+    if not match or int(match[2]) < 1 or (match[1] and match[3]):
+        raise QloomError(f"unknown datatype {name!r}; use BIPOLAR, BINARY, TERNARY, INTn, "
+                         f"INTnN (narrow) or UINTn, e.g. INT16 or UINT1")
+    bits = int(match[2])
+    return uint_type(bits) if match[1] else int_type(bits, narrow=bool(match[3]))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...nn.ir import Conv, MultiThreshold
 from ..cost import Resources, memory_cost
 from .base import BuildOptions, Engine, Fold, divisors
-from .dense import datapath_of, mvu_resources, pipeline_options, threshold_spec
+from .dense import datapath_of, mvu_resources, pipeline_options, ram_style, threshold_spec
 
 __all__ = ["ConvEngine"]
 
@@ -85,6 +85,7 @@ class ConvEngine(Engine):
             from ...hw.mvu import MVU
             unit = MVU(weights=weights, w_type=conv.w_type, in_type=conv.in_type,
                        pe=fold.pe, simd=fold.simd, threshold=spec, dsp_budget=dsps,
+                       ram_style=ram_style(self.out_c, self.mw, fold, conv.w_type, options),
                        **pipeline_options(MVU, options))
         nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
         if self.systolic and spec is not None:

@@ -7,7 +7,7 @@ import math
 
 from ...nn.dtypes import BINARY, BIPOLAR, TERNARY, DataType
 from ...nn.ir import Dense, MultiThreshold
-from ..cost import Resources, adder_tree_luts, comparator_luts, memory_cost
+from ..cost import Resources, adder_tree_luts, comparator_luts, memory_cost, use_block_ram
 from .base import BuildOptions, Engine, Fold, divisors
 
 __all__ = ["DenseEngine", "datapath_of", "mvu_resources"]
@@ -43,7 +43,9 @@ def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
     acc = Resources(lut=pe * (acc_bits + 2), ff=pe * acc_bits * (2 if options.pipeline else 1))
     tree_regs = Resources(ff=pe * (acc_bits + 2) * (math.ceil(math.log2(max(2, simd))) // 2)
                           if options.pipeline else 0)
-    weights = memory_cost((mh // pe) * (mw // simd), pe * simd * wb, options.family)
+    depth, width = (mh // pe) * (mw // simd), pe * simd * wb
+    block = use_block_ram(depth, width, options.family)
+    weights = memory_cost(depth, width, options.family, block)
     inbuf = memory_cost(2 * (mw // simd), simd * ib, options.family) + Resources(ff=simd * ib)
     total = _CONTROL + compute + acc + tree_regs + weights + inbuf
     if threshold is not None:
@@ -51,7 +53,7 @@ def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
         out_bits = threshold.out_type.bits
         total += Resources(lut=pe * (k * comparator_luts(acc_bits) + adder_tree_luts(k, 1)),
                            ff=pe * out_bits * 2)
-        total += memory_cost(mh // pe, pe * k * acc_bits, options.family)
+        total += memory_cost(mh // pe, pe * k * acc_bits, options.family, block)
     return total
 
 
@@ -97,8 +99,17 @@ class DenseEngine(Engine):
         unit = MVU(weights=self.dense.weights, w_type=self.dense.w_type,
                    in_type=self.dense.in_type, pe=fold.pe, simd=fold.simd,
                    threshold=threshold_spec(self.threshold), dsp_budget=dsps,
+                   ram_style=ram_style(self.dense.mh, self.dense.mw, fold, self.dense.w_type,
+                                       options),
                    **pipeline_options(MVU, options))
         return [Node(self.name, unit, self.inputs, self.output)]
+
+
+def ram_style(mh, mw, fold: Fold, w_type: DataType, options: BuildOptions):
+    """Block RAM or logic for an MVU's weight memory, as the cost model chose it."""
+    from ...hw.weight_mem import RamStyle
+    depth, width = (mh // fold.pe) * (mw // fold.simd), fold.pe * fold.simd * w_type.bits
+    return RamStyle.BLOCK if use_block_ram(depth, width, options.family) else RamStyle.DISTRIBUTED
 
 
 def threshold_spec(layer: MultiThreshold | None):

@@ -1,5 +1,6 @@
 """Map the integer network onto engines: one engine per layer, with each activation's
-thresholds fused into the matrix unit in front of it, and Flatten layers dissolved (the
+thresholds fused into the matrix unit in front of it (unless it has so many thresholds
+that a separate binary-search unit is smaller), and Flatten layers dissolved (the
 stream order is already the flattened order)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from .add import AddEngine
 from .conv import ConvEngine
 from .dense import DenseEngine
 from .pool import PoolEngine
-from .threshold import ThresholdEngine
+from .threshold import SEARCH_FROM, ThresholdEngine
 
 __all__ = ["map_network"]
 
@@ -34,7 +35,7 @@ def map_network(net: Network) -> tuple[list, str, str]:
         """The MultiThreshold that alone reads ``layer``'s output, if any."""
         users = readers.get(layer.output, [])
         if len(users) == 1 and isinstance(users[0], MultiThreshold) and \
-                layer.output != net.output:
+                layer.output != net.output and users[0].num_thresholds < SEARCH_FROM:
             return users[0]
         return None
 

@@ -10,11 +10,11 @@ from ..cost import Resources, adder_tree_luts, comparator_luts, memory_cost
 from .base import Engine, Fold, divisors
 from .dense import threshold_spec
 
-__all__ = ["ThresholdEngine"]
+__all__ = ["ThresholdEngine", "SEARCH_FROM"]
 
 # From this many thresholds per channel on, the pipelined binary search (one comparator
 # and a small memory per step) is smaller than comparing against all of them at once.
-_SEARCH_FROM = 31
+SEARCH_FROM = 31
 
 
 class ThresholdEngine(Engine):
@@ -26,7 +26,7 @@ class ThresholdEngine(Engine):
 
     @property
     def search(self) -> bool:
-        return self.layer.num_thresholds >= _SEARCH_FROM
+        return self.layer.num_thresholds >= SEARCH_FROM
 
     def folds(self):
         return [Fold(pe) for pe in divisors(self.layer.channels)]
@@ -37,15 +37,19 @@ class ThresholdEngine(Engine):
 
     def resources(self, fold, options, dsps=0):
         k, bits = self.layer.num_thresholds, self.layer.in_type.bits
-        depth = self.layer.channels // fold.pe
+        folds = self.layer.channels // fold.pe
         if self.search:
+            # Stage s keeps, per lane, a memory of 2**s thresholds per channel fold.
             steps = int(np.ceil(np.log2(k + 1)))
-            return Resources(lut=fold.pe * steps * (comparator_luts(bits) + 4) + 30,
-                             ff=fold.pe * steps * (bits + 8)) + \
-                memory_cost(depth, fold.pe * k * bits, options.family)
+            total = Resources(lut=fold.pe * steps * (comparator_luts(bits) + steps) + 30,
+                              ff=fold.pe * steps * (2 * bits + steps) + 10)
+            for s in range(steps):
+                for _ in range(fold.pe):
+                    total += memory_cost(folds * 2 ** s, bits, options.family)
+            return total
         return Resources(lut=fold.pe * (k * comparator_luts(bits) + adder_tree_luts(k, 1)) + 20,
                          ff=fold.pe * (bits + self.layer.out_type.bits) + 10) + \
-            memory_cost(depth, fold.pe * k * bits, options.family)
+            memory_cost(folds, fold.pe * k * bits, options.family)
 
     def in_lanes(self, fold):
         return fold.pe
