@@ -12,7 +12,8 @@ is ready during ``SF`` of them.
 Pipeline (one global stall: every stage moves when the output register is free or being
 emptied): issue (weight memory and buffer addresses) -> operands -> [products register] ->
 [adder tree register] -> accumulate -> output register, plus a compare stage when
-thresholds are fused. ``latency`` counts cycles from a vector's first input word being
+thresholds are fused. ``i.ready`` therefore depends combinationally on ``o.ready``; a
+FIFO between units cuts that path. ``latency`` counts cycles from a vector's first input word being
 taken to its first output word being taken, with no stalls on either side:
 ``SF - 1 + 2 + register_products + register_adder_tree + (1 if thresholds are fused)``.
 

@@ -177,7 +177,8 @@ class ThresholdTable:
 
 class Thresholding(wiring.Component):
     """A stream of channels-last pixels in (codes of ``in_type``), ``pe`` channels per word,
-    out the codes of ``spec.out_type``. ``latency`` is the number of cycles from a word
+    out the codes of ``spec.out_type``. One global stall moves the pipeline, so ``i.ready``
+    depends combinationally on ``o.ready``. ``latency`` is the number of cycles from a word
     being taken at ``i`` to its result being taken at ``o`` with ``o.ready`` held high.
     ``ram_style`` places the threshold memories.
     """
