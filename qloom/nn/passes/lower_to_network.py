@@ -172,13 +172,14 @@ class LoweringState(LayerBuilders):
             self.env[node.output[0]] = self.threshold(node, chain, spec)
 
     @staticmethod
-    def threshold_nodes(chain: FloatChain):
-        """The chain's nodes without its MaxPool (which moves after the thresholds)."""
+    def threshold_nodes(chain: FloatChain, quantizer):
+        """The chain's nodes and its quantizer, without the MaxPool (which moves after the
+        thresholds)."""
         if chain.pool is None:
-            return list(chain.nodes)
+            return list(chain.nodes) + [quantizer]
         alias = {chain.pool.output[0]: chain.pool.input[0]}
         nodes = []
-        for n in chain.nodes:
+        for n in chain.nodes + [quantizer]:
             if n is chain.pool:
                 continue
             copy = onnx.NodeProto()
@@ -192,7 +193,7 @@ class LoweringState(LayerBuilders):
         src = chain.source
         info = self.tensors[src.ir]
         channels = info.shape[-1]
-        fn = FloatFunction(self.threshold_nodes(chain) + [node], self.consts, src.onnx,
+        fn = FloatFunction(self.threshold_nodes(chain, node), self.consts, src.onnx,
                            node.output[0], self.shape_of, self.opsets)
         scale = np.broadcast_to(info.scale, (channels,))
         offset = np.broadcast_to(src.offset, (channels,))
