@@ -260,7 +260,9 @@ class Link(wiring.Component):
         nword = Signal(range(fin.words + 1))
         got_crc = Signal(8)
         idle = Signal(range(self.timeout + 1))
+        expired = Signal()             # registered, to keep the wide compare off the byte path
         byte = self.i.valid & self.i.ready
+        m.d.sync += expired.eq((idle == self.timeout - 1) & ~byte)
         m.d.comb += [wp.addr.eq(nword), wp.data.eq(word_next[:fin.data_bits]),
                      rp.en.eq(0), self.feed.payload.data.eq(rp.data)]
 
@@ -283,7 +285,7 @@ class Link(wiring.Component):
                 with m.If(self.rx_error):
                     m.d.sync += report.eq(Status.UART_ERROR)
                     m.next = "REPORT"
-                with m.Elif(idle == self.timeout):
+                with m.Elif(expired):
                     m.d.sync += report.eq(Status.TIMEOUT)
                     m.next = "REPORT"
                 with m.Elif(byte):

@@ -12,7 +12,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["divisor_for", "UARTTx", "UARTRx"]
+__all__ = ["divisor_for", "check_divisor", "UARTTx", "UARTRx"]
 
 MIN_DIVISOR = 4
 
@@ -36,7 +36,8 @@ def divisor_for(clock_hz: float, baud: int, tolerance: float = 0.02) -> int:
     return divisor
 
 
-def _check_divisor(divisor):
+def check_divisor(divisor):
+    """Raise the TypeError/ValueError a UART raises for a bad ``divisor``."""
     if not isinstance(divisor, int) or isinstance(divisor, bool):
         raise TypeError(f"Divisor must be an integer, not {divisor!r}")
     if divisor < MIN_DIVISOR:
@@ -48,7 +49,7 @@ class UARTTx(wiring.Component):
     """Serializes bytes taken from ``i`` onto the ``tx`` line (idle high)."""
 
     def __init__(self, *, divisor: int):
-        _check_divisor(divisor)
+        check_divisor(divisor)
         self.divisor = divisor
         super().__init__({"i": In(stream.Signature(8)), "tx": Out(1, init=1)})
 
@@ -77,7 +78,7 @@ class UARTRx(wiring.Component):
     was still not taken; the new byte is dropped)."""
 
     def __init__(self, *, divisor: int):
-        _check_divisor(divisor)
+        check_divisor(divisor)
         self.divisor = divisor
         super().__init__({"rx": In(1, init=1), "o": Out(stream.Signature(8)),
                           "error": Out(1)})

@@ -1,0 +1,283 @@
+"""``qloom build OUT``: the compiled accelerator on a board (UART host link, PLL, LEDs)
+through Yosys and nextpnr into a bitstream, with Fmax and utilization in
+``OUT/build/report.json``; or, with ``--target asic-generic``, a generic gate-level
+synthesis with cell and transistor counts in ``OUT/build/asic_report.json``.
+
+A fit check against the board's budget runs before any tool. Everything is built in a
+temporary folder inside OUT and moved to ``OUT/build`` only when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..boards import Board, Family, Resources, get_board
+from ..errors import QloomError
+from ..hw.board_top import BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll
+from ..hw.link import WireFormat
+from ..hw.uart import divisor_for
+from . import synth
+
+__all__ = ["BuildResult", "read_design", "fit_check", "build_board", "build_asic",
+           "add_parser", "run"]
+
+NAME = "board_top"
+# The board top around the accelerator (UART, link, CRC, LEDs, reset), measured on iCE40.
+LINK_OVERHEAD = Resources(lut=450, ff=300, dsp=0, bram=0)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    build_dir: Path
+    report: dict
+    bitstream: Path | None
+
+
+def read_design(out_dir) -> tuple[dict, dict | None]:
+    """OUT's manifest and report (None when OUT has no report.json)."""
+    out = Path(out_dir)
+    manifest_path = out / "manifest.json"
+    if not manifest_path.is_file():
+        raise QloomError(f"{out} is not a compiled design (no manifest.json); run "
+                         f"`qloom compile MODEL -o {out}` first")
+    manifest = json.loads(manifest_path.read_text())
+    report_path = out / "report.json"
+    report = json.loads(report_path.read_text()) if report_path.is_file() else None
+    return manifest, report
+
+
+def _manifest_board(manifest: dict) -> str | None:
+    board = manifest.get("board")
+    return board.get("name") if isinstance(board, dict) else board
+
+
+def fit_check(report: dict | None, board: Board) -> dict:
+    """Estimated resources (accelerator + link) against the board budget. Raises a
+    QloomError with the per-layer table when they do not fit."""
+    if report is None:
+        return {}
+    total = Resources.from_dict(report.get("resources", {}))
+    need = {k: v + LINK_OVERHEAD.as_dict()[k] for k, v in total.as_dict().items()}
+    have = board.budget.as_dict()
+    over = [k for k in need if need[k] > have[k]]
+    if over:
+        lines = [f"{'layer':24} {'op':14} {'LUT':>8} {'FF':>8} {'DSP':>5} {'BRAM':>5}"]
+        for layer in report.get("layers", []):
+            r = Resources.from_dict(layer.get("resources", {}))
+            lines.append(f"{str(layer.get('name'))[:24]:24} {str(layer.get('op'))[:14]:14} "
+                         f"{r.lut:>8} {r.ff:>8} {r.dsp:>5} {r.bram:>5}")
+        lines.append(f"{'host link (UART)':24} {'':14} {LINK_OVERHEAD.lut:>8} "
+                     f"{LINK_OVERHEAD.ff:>8} {0:>5} {0:>5}")
+        lines.append(f"{'total':24} {'':14} {need['lut']:>8} {need['ff']:>8} "
+                     f"{need['dsp']:>5} {need['bram']:>5}")
+        lines.append(f"{board.name + ' budget':24} {'':14} {have['lut']:>8} {have['ff']:>8} "
+                     f"{have['dsp']:>5} {have['bram']:>5}")
+        raise QloomError(
+            f"the design does not fit {board.name} ({board.device}): over budget in "
+            f"{', '.join(k.upper() for k in over)}\n" + "\n".join(lines) +
+            f"\nrecompile with a smaller folding: qloom compile MODEL --board {board.name} "
+            f"--fold auto")
+    return need
+
+
+def _clock_for(board: Board, manifest: dict, clock_mhz: float | None) -> float:
+    if clock_mhz is not None:
+        return float(clock_mhz)
+    if _manifest_board(manifest) == board.name and manifest.get("clock_mhz"):
+        return float(manifest["clock_mhz"])
+    return board.clock_mhz
+
+
+def _baud_for(board: Board, clock_mhz: float, baud: int | None) -> int:
+    if baud is not None:
+        divisor_for(clock_mhz * 1e6, baud)        # a clear ValueError when impossible
+        return baud
+    for candidate in (board.max_baud, 1_000_000, 115200):
+        try:
+            divisor_for(clock_mhz * 1e6, candidate)
+            return candidate
+        except ValueError:
+            continue
+    raise QloomError(f"no usable baud rate at {clock_mhz} MHz")
+
+
+def board_top(out_dir, manifest: dict, board: Board, clock_mhz: float, baud: int):
+    """(platform with the accelerator's Verilog added, BoardTop)."""
+    platform = board.platform()
+    for name in manifest["rtl"]:
+        platform.add_file(Path(name).name, (Path(out_dir) / name).read_text())
+    fin = WireFormat.from_manifest(manifest["input"])
+    fout = WireFormat.from_manifest(manifest["output"])
+    if board.family is Family.ICE40:
+        pll = ice40_pll(board.oscillator_mhz, clock_mhz)
+    elif board.family is Family.ECP5:
+        pll = ecp5_pll(board.oscillator_mhz, clock_mhz)
+    else:
+        pll = None   # Xilinx: the 100 MHz oscillator as is
+    if pll is not None and pll.error > 0.01:
+        print(f"[qloom] the PLL makes {pll.achieved_mhz} MHz (asked for {clock_mhz} MHz)")
+    top = BoardTop(accelerator=VerilogAccelerator(fin, fout, top=manifest.get("top", "qloom_top")),
+                   input_format=fin, output_format=fout, baud=baud, pll=pll,
+                   oscillator_mhz=board.oscillator_mhz)
+    return platform, top
+
+
+def _utilization(board: Board, stat: dict, util: dict) -> dict:
+    """used/available per resource kind, from nextpnr's utilization and Yosys' cells."""
+    names = {Family.ICE40: {"lut": "ICESTORM_LC", "dsp": "ICESTORM_DSP", "bram": "ICESTORM_RAM"},
+             Family.ECP5: {"lut": "TRELLIS_COMB", "ff": "TRELLIS_FF", "dsp": "MULT18X18D",
+                           "bram": "DP16KD"}}[board.family]
+    out = {}
+    for kind in ("lut", "ff", "dsp", "bram"):
+        cell = names.get(kind)
+        if cell in util:
+            out[kind] = dict(util[cell], cell=cell)
+        else:
+            out[kind] = {"used": stat[kind], "available": board.budget.as_dict()[kind],
+                         "cell": "yosys"}
+    out["cells"] = util
+    return out
+
+
+def _finish(tmp: Path, dest: Path):
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.replace(tmp, dest)
+
+
+def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = None,
+                baud: int | None = None) -> BuildResult:
+    out = Path(out_dir)
+    manifest, report = read_design(out)
+    name = board or _manifest_board(manifest)
+    if name is None:
+        raise QloomError("no board given and none in the manifest: pass --board B "
+                         "(see `qloom boards`)")
+    b = get_board(name)
+    need = fit_check(report, b)
+    clock = _clock_for(b, manifest, clock_mhz)
+    baud = _baud_for(b, clock, baud)
+    platform, top = board_top(out, manifest, b, clock, baud)
+    print(f"[qloom] building for {b.name} ({b.device}) at {top.clock_mhz:g} MHz, "
+          f"UART {baud} baud", flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out))
+    try:
+        plan = platform.prepare(top, name=NAME,
+                                script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
+        plan.extract(tmp)
+        if not b.family.open_flow:
+            script = tmp / f"build_{NAME}.sh"
+            result = {"board": b.name, "target_mhz": top.clock_mhz, "baud": baud,
+                      "bitstream": None, "vendor_script": str(out / "build" / script.name),
+                      "estimated": need}
+            (tmp / "report.json").write_text(json.dumps(result, indent=1))
+            _finish(tmp, out / "build")
+            print(f"[qloom] {b.title} needs the vendor tools (Vivado), which qloom cannot run "
+                  f"here; the complete project is in {out / 'build'}: run "
+                  f"`sh {out / 'build' / script.name}` on a machine with Vivado")
+            return BuildResult(out / "build", result, None)
+        family = b.family.value
+        synth.run_yosys(tmp / f"{NAME}.ys", tmp, tmp / f"{NAME}.yosys.log",
+                        step=f"yosys synth_{family}")
+        stat = synth.read_stat(tmp / f"{NAME}.stat.json", family)
+        routed = tmp / (f"{NAME}.asc" if family == "ice40" else f"{NAME}.config")
+        synth.run_nextpnr(family, netlist=tmp / f"{NAME}.json", cwd=tmp, device=b.device,
+                          package=b.package, clock_mhz=None, report=tmp / f"{NAME}.report.json",
+                          constraints=tmp / f"{NAME}.{'pcf' if family == 'ice40' else 'lpf'}",
+                          log=tmp / f"{NAME}.nextpnr.log", output=routed,
+                          speed=getattr(platform, "speed", 6))
+        bitstream = tmp / f"{NAME}.{b.bitstream_ext}"
+        if family == "ice40":
+            synth.run_tool("icepack", ["yowasp-icepack", routed.name, bitstream.name], tmp,
+                           tmp / "icepack.log")
+        else:
+            synth.run_tool("ecppack", ["yowasp-ecppack", "--compress", "--input", routed.name,
+                                       "--bit", bitstream.name], tmp, tmp / "ecppack.log")
+        pnr = synth.read_nextpnr_report(tmp / f"{NAME}.report.json")
+        sync = [v for k, v in pnr["fmax_by_clock"].items() if "sync" in k or "clk" in k]
+        fmax = min(v["achieved"] for v in sync) if sync else pnr["fmax_mhz"]
+        util = _utilization(b, stat, pnr["utilization"])
+        result = {
+            "board": b.name, "device": b.device, "target_mhz": top.clock_mhz,
+            "fmax_mhz": fmax, "timing_met": fmax is not None and fmax >= top.clock_mhz,
+            "fmax_by_clock": pnr["fmax_by_clock"], "critical_path": pnr["critical_path"],
+            "pll": top.pll.__dict__ if top.pll else None, "baud": baud,
+            "uart_divisor": top.divisor, "utilization": util,
+            "yosys_cells": stat["cells_by_type"],
+            "bitstream": str(out / "build" / bitstream.name),
+            "estimated": need,
+            "estimate_error": {k: (round((need[k] - util[k]["used"]) / util[k]["used"], 3)
+                                   if util[k]["used"] else None)
+                               for k in need} if need else None,
+        }
+        (tmp / "report.json").write_text(json.dumps(result, indent=1))
+        _finish(tmp, out / "build")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print(f"[qloom] Fmax {fmax} MHz (target {top.clock_mhz:g} MHz, timing "
+          f"{'met' if result['timing_met'] else 'NOT met'}); bitstream {result['bitstream']}")
+    return BuildResult(out / "build", result, out / "build" / bitstream.name)
+
+
+# A static CMOS D flip-flop with reset and enable (Yosys counts no transistors for them).
+FF_TRANSISTORS = 24
+
+
+def build_asic(out_dir) -> BuildResult:
+    """Generic gate-level synthesis of OUT's accelerator: cells and transistors."""
+    out = Path(out_dir)
+    manifest, _ = read_design(out)
+    tmp = Path(tempfile.mkdtemp(prefix=".asic-", dir=out))
+    try:
+        r = synth.synthesize([out / name for name in manifest["rtl"]], family="generic",
+                             build_dir=tmp, top=manifest.get("top", "qloom_top"))
+        result = {"target": "asic-generic", "library": "yosys abc -g cmos2 (NAND/NOR/NOT)",
+                  "cells_by_type": r.cells_by_type, "cells": sum(r.cells_by_type.values()),
+                  "flip_flops": r.ff, "transistors_logic": r.transistors,
+                  "transistors_estimate": (r.transistors or 0) + FF_TRANSISTORS * r.ff,
+                  "note": f"flip-flops counted at {FF_TRANSISTORS} transistors each"}
+        (tmp / "asic_report.json").write_text(json.dumps(result, indent=1))
+        dest = out / "build"
+        dest.mkdir(exist_ok=True)
+        _finish(tmp, dest / "asic")
+        shutil.copy(dest / "asic" / "asic_report.json", dest / "asic_report.json")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print(f"[qloom] {result['cells']} cells, {result['flip_flops']} flip-flops, about "
+          f"{result['transistors_estimate']:,} transistors")
+    return BuildResult(out / "build", result, None)
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("build", help="synthesize, place and route a compiled design "
+                                            "into a bitstream for a board")
+    p.add_argument("out", metavar="OUT", help="folder written by `qloom compile`")
+    p.add_argument("--board", help="target board (default: the one compiled for)")
+    p.add_argument("--clock", type=float, metavar="MHZ", help="accelerator clock")
+    p.add_argument("--baud", type=int, help="host link baud rate (default: the board's fastest)")
+    p.add_argument("--target", choices=["fpga", "asic-generic"], default="fpga",
+                   help="asic-generic: generic gate-level synthesis with transistor counts")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    if args.target == "asic-generic":
+        build_asic(args.out)
+        return 0
+    try:
+        result = build_board(args.out, board=args.board, clock_mhz=args.clock, baud=args.baud)
+    except ValueError as e:
+        raise QloomError(str(e)) from None
+    if result.report.get("timing_met") is False:
+        print(f"warning: timing not met; the bitstream may misbehave: rebuild with --clock "
+              f"{int(result.report['fmax_mhz'])} or lower", flush=True)
+    return 0
