@@ -128,17 +128,17 @@ def step_build(state, cfg):
     out_lanes = last.out_lanes(plan.folds[last.name])
     in_elems = int(np.prod(net.shape_of(net.input)))
     out_elems = int(np.prod(net.shape_of(net.output)))
-    depths = _edge_depths(state, in_lanes)
+    buffers = _edge_buffers(state)
     state.top = AcceleratorTop(nodes=nodes, input=state.input, output=state.output,
                                in_lanes=in_lanes, out_lanes=out_lanes,
                                in_words=math.ceil(in_elems / in_lanes),
                                out_words=math.ceil(out_elems / out_lanes),
-                               edge_depths=depths)
+                               edge_elements=buffers)
     return state
 
 
-def _edge_depths(state, in_lanes) -> dict:
-    """FIFO depths, in the producer's words, on the edges that need more than a skid buffer.
+def _edge_buffers(state) -> dict:
+    """Elements to buffer on the edges that need more than a skid buffer.
 
     A matrix-vector unit takes a whole input vector during its first neuron fold; when its
     producer is slower than one word per cycle the vector has to be waiting in a FIFO, or
@@ -146,20 +146,15 @@ def _edge_depths(state, in_lanes) -> dict:
     branch swallows before it answers: both inputs of an add get a whole frame.
     """
     from .engines.dense import DenseEngine
-    plan, net = state.plan, state.network
-    lanes_of = {state.input: in_lanes}
-    for e in state.engines:
-        lanes_of[e.output] = e.out_lanes(plan.folds[e.name])
-    depths = {}
+    net = state.network
+    buffers = {}
     for e in state.engines:
         if isinstance(e, DenseEngine):
-            t = e.inputs[0]
-            depths[(t, e.name)] = math.ceil(e.dense.mw / lanes_of[t]) + 2
+            buffers[(e.inputs[0], e.name)] = e.dense.mw
         if e.kind == "add":
-            words = math.ceil(int(np.prod(net.shape_of(e.output))) / e.in_lanes(plan.folds[e.name]))
             for t in e.inputs:
-                depths[(t, e.name)] = words + 4
-    return depths
+                buffers[(t, e.name)] = int(np.prod(net.shape_of(e.output)))
+    return buffers
 
 
 def step_emit(state, cfg):

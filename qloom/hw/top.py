@@ -25,6 +25,10 @@ from .width import WidthConverter
 __all__ = ["Node", "AcceleratorTop", "frame_layout"]
 
 
+# The shallowest SyncFIFOBuffered that takes and gives one word every cycle.
+_FULL_RATE_DEPTH = 3
+
+
 def frame_layout(elem_shape, lanes: int) -> data.StructLayout:
     """Payload of the top-level ports: ``lanes`` elements plus the frame's ``last`` flag."""
     return data.StructLayout({"data": data.ArrayLayout(elem_shape, lanes), "last": 1})
@@ -63,19 +67,20 @@ class AcceleratorTop(wiring.Component):
     in_lanes : lanes of the top-level input port (the element shape is the first
         consumer's); ``out_lanes`` likewise for the output.
     in_words, out_words : words per frame on the top-level ports.
-    fifo_depth : default depth of the FIFO on each edge; ``edge_depths`` overrides it per
-        ``(tensor, consumer node name)`` (residual skip paths need whole frames).
+    edge_elements : elements the FIFO of an edge ``(tensor, consumer node name)`` must hold
+        beyond a skid buffer (a vector a matrix unit takes at once, a residual's skip
+        path); every FIFO is at least 3 deep (a buffered FIFO of depth 2 moves at half
+        rate).
     """
 
     def __init__(self, *, nodes, input: str, output: str, in_lanes: int, out_lanes: int,
-                 in_words: int, out_words: int, fifo_depth: int = 2, edge_depths=None):
+                 in_words: int, out_words: int, edge_elements=None):
         self.nodes = list(nodes)
         if not self.nodes:
             raise ValueError("an accelerator needs at least one engine")
         self.input, self.output = input, output
         self.in_words, self.out_words = in_words, out_words
-        self.fifo_depth = fifo_depth
-        self.edge_depths = dict(edge_depths or {})
+        self.edge_elements = dict(edge_elements or {})
         consumers = self._consumers()
         if input not in consumers:
             raise ValueError(f"no engine reads the input tensor {input!r}")
@@ -96,30 +101,40 @@ class AcceleratorTop(wiring.Component):
                 consumers.setdefault(tensor, []).append((node.name, port))
         return consumers
 
-    def _edge(self, m, name, src, dst_layout, depth):
-        """FIFO then width conversion from stream ``src`` to a stream of ``dst_layout``;
-        returns the final stream (an interface to connect to the consumer)."""
+    def _edge(self, m, name, src, dst_layout, elements):
+        """A FIFO holding at least ``elements`` elements plus width conversion, from stream
+        ``src`` to a stream of ``dst_layout``; returns the final stream (an interface to
+        connect to the consumer). The FIFO sits on the wider side, so that what it holds
+        reaches the consumer at one word per cycle."""
         src_layout = _array(src)
-        fifo = StreamFIFO(shape=src_layout, depth=depth)
-        m.submodules[f"{name}_fifo"] = fifo
-        wiring.connect(m, src, fifo.i)
-        out = fifo.o
         a, b = src_layout.length, dst_layout.length
-        if a != b:
+
+        def fifo(stream_in, layout, suffix, depth):
+            unit = StreamFIFO(shape=layout, depth=max(depth, _FULL_RATE_DEPTH))
+            m.submodules[f"{name}_{suffix}"] = unit
+            wiring.connect(m, stream_in, unit.i)
+            return unit.o
+
+        def convert(stream_in):
+            lanes_in = a
             steps = [b] if (a % b == 0 or b % a == 0) else [math.gcd(a, b), b]
             for k, lanes in enumerate(steps):
-                conv = WidthConverter(elem_shape=src_layout.elem_shape, in_lanes=a,
+                conv = WidthConverter(elem_shape=src_layout.elem_shape, in_lanes=lanes_in,
                                       out_lanes=lanes)
                 m.submodules[f"{name}_width{k}"] = conv
-                wiring.connect(m, out, conv.i)
-                out, a = conv.o, lanes
-            # A converter assembles or splits one word at a time; a word of slack behind it
-            # lets it start on the next word while the consumer has not taken this one.
-            slack = StreamFIFO(shape=dst_layout, depth=2)
-            m.submodules[f"{name}_slack"] = slack
-            wiring.connect(m, out, slack.i)
-            out = slack.o
-        return out
+                wiring.connect(m, stream_in, conv.i)
+                stream_in, lanes_in = conv.o, lanes
+            return stream_in
+
+        if a == b:
+            return fifo(src, src_layout, "fifo", math.ceil(elements / a))
+        if b > a:
+            # Widening: assemble words first, then buffer whole consumer words.
+            return fifo(convert(src), dst_layout, "fifo", math.ceil(elements / b))
+        # Narrowing: buffer producer words; a word of slack behind the converter lets it
+        # split the next word while the consumer has not taken this one.
+        out = convert(fifo(src, src_layout, "fifo", math.ceil(elements / a)))
+        return fifo(out, dst_layout, "slack", _FULL_RATE_DEPTH)
 
     def elaborate(self, platform):
         m = Module()
@@ -150,12 +165,12 @@ class AcceleratorTop(wiring.Component):
                     stream_out = dup.o1
                 taps.append(stream_out)
             for (reader, port), tap in zip(readers, taps):
-                depth = self.edge_depths.get((tensor, reader), self.fifo_depth)
+                elements = self.edge_elements.get((tensor, reader), 0)
                 if port is None:
                     self._output(m, self._edge(m, f"{tensor}_to_out", tap,
-                                               self.out_layout["data"].shape, depth))
+                                               self.out_layout["data"].shape, elements))
                 else:
-                    edge = self._edge(m, f"{tensor}_to_{reader}", tap, _array(port), depth)
+                    edge = self._edge(m, f"{tensor}_to_{reader}", tap, _array(port), elements)
                     wiring.connect(m, edge, port)
         return m
 
