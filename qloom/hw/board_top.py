@@ -20,7 +20,8 @@ from amaranth.lib.wiring import In, Out
 from .link import Link, WireFormat, frame_layout
 from .uart import UARTRx, UARTTx, check_divisor, divisor_for
 
-__all__ = ["PLLPlan", "ice40_pll", "ecp5_pll", "VerilogAccelerator", "LinkCore", "BoardTop"]
+__all__ = ["PLLPlan", "ice40_pll", "ecp5_pll", "VerilogAccelerator", "LinkCore", "BoardTop",
+           "link_core_verilog"]
 
 
 @dataclass(frozen=True)
@@ -223,3 +224,17 @@ class BoardTop(Elaboratable):
         if "uart_tx_enable" in {name for name, _ in platform.resources}:
             m.d.comb += platform.request("uart_tx_enable", 0).o.eq(1)   # ULX3S
         return m
+
+
+def link_core_verilog(manifest: dict, *, divisor: int = 4, clock_hz: float = 1e5,
+                      name: str = "board_top") -> str:
+    """Verilog of ``LinkCore`` around the compiled accelerator of ``manifest`` (module
+    ``qloom_top``, compiled separately), for simulating the whole host link: ports ``clk``,
+    ``rst``, ``uart_rx``, ``uart_tx``, ``led_beat``, ``led_error``. A small ``divisor`` and
+    ``clock_hz`` keep the UART and the timeout short in simulation."""
+    from amaranth.back import verilog
+    fin = WireFormat.from_manifest(manifest["input"])
+    fout = WireFormat.from_manifest(manifest["output"])
+    core = LinkCore(VerilogAccelerator(fin, fout, top=manifest.get("top", "qloom_top")),
+                    input_format=fin, output_format=fout, divisor=divisor, clock_hz=clock_hz)
+    return verilog.convert(core, name=name)

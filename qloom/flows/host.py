@@ -1,0 +1,183 @@
+"""The host side of the board link: send input frames over a serial port, read the output
+frames, and (``qloom run``) check them against the integer reference.
+
+The protocol and its codec live in ``qloom.hw.link``. ``HostLink`` works with anything that
+has pyserial's ``write(bytes)`` and ``read(n)`` (``read`` returning fewer bytes on timeout),
+so the tests drive it against a board simulated in Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import QloomError
+from ..hw.link import ProtocolError, Status, WireFormat, decode_reply, encode_request
+
+__all__ = ["LinkError", "HostLink", "RunReport", "open_serial", "reference", "run_on_board",
+           "add_parser", "run"]
+
+
+class LinkError(QloomError):
+    """The board did not answer a frame correctly (after the retries)."""
+
+
+class HostLink:
+    """Frames in, frames out over ``port``. A request answered with an error reply, a
+    corrupted reply or no reply within ``timeout`` seconds is sent again up to ``retries``
+    times; ``errors`` counts what happened."""
+
+    def __init__(self, port, input_format: WireFormat, output_format: WireFormat, *,
+                 timeout: float = 2.0, retries: int = 2, retry_gap: float = 0.1):
+        for name, fmt in (("Input format", input_format), ("Output format", output_format)):
+            if not isinstance(fmt, WireFormat):
+                raise TypeError(f"{name} must be a WireFormat, not {fmt!r}")
+        if not isinstance(retries, int) or retries < 0:
+            raise TypeError(f"Retries must be a non-negative integer, not {retries!r}")
+        self.port, self.input_format, self.output_format = port, input_format, output_format
+        self.timeout, self.retries, self.retry_gap = timeout, retries, retry_gap
+        self.errors: dict[str, int] = {}
+        self._buffer = b""
+
+    def _count(self, what: str):
+        self.errors[what] = self.errors.get(what, 0) + 1
+
+    def _reply(self):
+        deadline = time.monotonic() + self.timeout
+        while True:
+            reply, used = decode_reply(self._buffer)
+            self._buffer = self._buffer[used:]
+            if reply is not None:
+                return reply
+            if time.monotonic() > deadline:
+                return None
+            waiting = getattr(self.port, "in_waiting", 0)
+            self._buffer += self.port.read(max(1, waiting))
+
+    def infer(self, codes) -> np.ndarray:
+        """One frame of input wire codes -> the frame of output wire codes."""
+        request = encode_request(self.input_format.pack(codes))
+        last = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.retry_gap)      # let the board drop a half-read request
+                self._buffer = b""
+            self.port.write(request)
+            try:
+                reply = self._reply()
+            except ProtocolError as e:
+                self._count("corrupt reply")
+                self._buffer, last = b"", str(e)
+                continue
+            if reply is None:
+                self._count("no reply")
+                last = f"no reply within {self.timeout} s"
+                continue
+            status, payload = reply
+            if status == Status.OK:
+                try:
+                    return self.output_format.unpack(payload)
+                except ProtocolError as e:
+                    self._count("wrong reply length")
+                    last = str(e)
+                    continue
+            self._count(status.name)
+            last = f"the board answered {status.name}"
+        raise LinkError(f"frame failed after {self.retries + 1} attempts: {last}")
+
+
+def open_serial(device: str, baud: int, timeout: float = 0.05):
+    try:
+        import serial
+    except ImportError:
+        raise QloomError("pyserial is not installed: pip install pyserial") from None
+    try:
+        return serial.Serial(device, baudrate=baud, timeout=timeout)
+    except serial.SerialException as e:
+        raise QloomError(f"cannot open serial port {device}: {e}") from None
+
+
+def reference(out_dir, x) -> tuple[np.ndarray, np.ndarray, object]:
+    """(input codes [N, E_in], expected output codes [N, E_out], network) for float
+    inputs ``x`` [N, *input_shape] of OUT's model, from the integer reference."""
+    import qloom
+    manifest = json.loads((Path(out_dir) / "manifest.json").read_text())
+    net = qloom.load(Path(out_dir) / manifest["model_file"], **manifest.get("load_options", {}))
+    values = net.quantize(np.asarray(x))
+    out_values = net.execute_int(values)
+    n = values.shape[0]
+    codes_in = net.tensors[net.input].dtype.encode(values).reshape(n, -1)
+    codes_out = net.tensors[net.output].dtype.encode(out_values).reshape(n, -1)
+    return codes_in, codes_out, net
+
+
+@dataclass
+class RunReport:
+    frames: int
+    mismatches: list = field(default_factory=list)   # (frame, element, expected, got)
+    seconds: float = 0.0
+    errors: dict = field(default_factory=dict)
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.seconds if self.seconds else 0.0
+
+
+def run_on_board(link: HostLink, codes_in: np.ndarray, expected: np.ndarray | None = None,
+                 *, progress=None) -> tuple[np.ndarray, RunReport]:
+    """Send every frame of ``codes_in`` [N, E_in]; compare with ``expected`` [N, E_out]."""
+    outputs, report = [], RunReport(frames=len(codes_in))
+    start = time.monotonic()
+    for k, frame in enumerate(codes_in):
+        got = link.infer(frame)
+        outputs.append(got)
+        if expected is not None:
+            for e in np.flatnonzero(got != expected[k]):
+                report.mismatches.append((k, int(e), int(expected[k][e]), int(got[e])))
+        if progress:
+            progress(k + 1)
+    report.seconds = time.monotonic() - start
+    report.errors = dict(link.errors)
+    return np.array(outputs), report
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("run", help="run inputs through the accelerator on a board "
+                                          "over its serial port and check the outputs")
+    p.add_argument("out", metavar="OUT", help="folder written by `qloom compile` / `qloom build`")
+    p.add_argument("--port", required=True, metavar="DEVICE", help="serial port, e.g. /dev/ttyUSB1")
+    p.add_argument("--inputs", required=True, metavar="X.npy",
+                   help="float inputs [N, *input_shape] of the model")
+    p.add_argument("--baud", type=int, help="baud rate (default: the one the build used)")
+    p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for a reply")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    out = Path(args.out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    baud = args.baud
+    build_report = out / "build" / "report.json"
+    if baud is None and build_report.is_file():
+        baud = json.loads(build_report.read_text()).get("baud")
+    baud = baud or 115200
+    codes_in, expected, _ = reference(out, np.load(args.inputs))
+    fin = WireFormat.from_manifest(manifest["input"])
+    fout = WireFormat.from_manifest(manifest["output"])
+    link = HostLink(open_serial(args.port, baud), fin, fout, timeout=args.timeout)
+    print(f"[qloom] {len(codes_in)} frames to {args.port} at {baud} baud "
+          f"({fin.frame_bytes + 5} bytes out, {fout.frame_bytes + 6} bytes back per frame)")
+    _, report = run_on_board(link, codes_in, expected)
+    for frame, element, want, got in report.mismatches[:20]:
+        print(f"  mismatch: frame {frame} element {element}: expected {want}, got {got}")
+    line_limit = baud / 10 / (fin.frame_bytes + fout.frame_bytes + 11)
+    print(f"[qloom] {report.frames} frames, {len(report.mismatches)} mismatching elements, "
+          f"{report.fps:.1f} frames/s (the serial line allows {line_limit:.1f}); "
+          f"link errors: {report.errors or 'none'}")
+    return 1 if report.mismatches else 0
