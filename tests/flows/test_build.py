@@ -1,0 +1,137 @@
+"""`qloom build`: the fit check, a small real bitstream (toy accelerator on the iCEBreaker),
+the vendor-script path, asic-generic, and tool failures."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from qloom.boards import get_board
+from qloom.errors import QloomError, ToolError
+from qloom.flows.build import build_asic, build_board, fit_check
+from qloom.nn.dtypes import uint_type
+
+
+def toy_out(path: Path) -> Path:
+    spec = importlib.util.spec_from_file_location(
+        "toy_top", Path(__file__).parent.parent / "sim" / "toy_top.py")
+    toy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(toy)
+    return toy.write_toy_out(path, uint_type(4), 3, 10)
+
+
+def fake_report(lut, dsp=0):
+    layers = [{"name": "dense0", "op": "Dense", "resources": {"lut": lut - 100, "ff": 50,
+                                                              "dsp": dsp, "bram": 2}},
+              {"name": "thresh0", "op": "MultiThreshold",
+               "resources": {"lut": 100, "ff": 10, "dsp": 0, "bram": 0}}]
+    return {"layers": layers, "resources": {"lut": lut, "ff": 60, "dsp": dsp, "bram": 2}}
+
+
+def test_fit_check_passes():
+    need = fit_check(fake_report(2000), get_board("icebreaker"))
+    assert need == {"lut": 2450, "ff": 360, "dsp": 0, "bram": 2}
+    assert fit_check(None, get_board("icebreaker")) == {}
+
+
+def test_fit_check_refuses_with_table():
+    with pytest.raises(QloomError) as e:
+        fit_check(fake_report(6000, dsp=9), get_board("icebreaker"))
+    text = str(e.value)
+    assert text.startswith("the design does not fit icebreaker (iCE40UP5K): over budget in "
+                           "LUT, DSP\n")
+    assert "dense0" in text and "thresh0" in text and "icebreaker budget" in text
+    assert text.endswith("qloom compile MODEL --board icebreaker --fold auto")
+
+
+def test_fit_check_runs_before_tools(tmp_path):
+    out = toy_out(tmp_path / "out")
+    (out / "report.json").write_text(json.dumps(fake_report(6000)))
+    with pytest.raises(QloomError, match="does not fit icebreaker"):
+        build_board(out, board="icebreaker")
+    assert not (out / "build").exists()
+
+
+def test_needs_a_board_and_a_design(tmp_path):
+    out = toy_out(tmp_path / "out")
+    with pytest.raises(QloomError, match=r"^no board given and none in the manifest: pass "
+                                         r"--board B \(see `qloom boards`\)$"):
+        build_board(out)
+    with pytest.raises(QloomError, match=r"is not a compiled design \(no manifest\.json\)"):
+        build_board(tmp_path / "nothing", board="icebreaker")
+
+
+def test_icebreaker_bitstream(tmp_path, capsys):
+    """The fast tier's one real bitstream: about 10 s."""
+    out = toy_out(tmp_path / "out")
+    result = build_board(out, board="icebreaker", clock_mhz=24, baud=115200)
+    report = json.loads((out / "build" / "report.json").read_text())
+    assert report == result.report
+    assert Path(report["bitstream"]).is_file() and Path(report["bitstream"]).stat().st_size > 100_000
+    assert report["target_mhz"] == 24.0 and report["fmax_mhz"] > 24
+    assert report["timing_met"] is True
+    assert report["pll"]["params"]["DIVQ"] >= 1 and report["uart_divisor"] == 208
+    assert 200 < report["utilization"]["lut"]["used"] < 1500
+    assert report["utilization"]["lut"]["available"] == 5280
+    assert report["utilization"]["cells"]["ICESTORM_PLL"]["used"] == 1
+    assert (out / "build" / "board_top.yosys.log").is_file()
+    assert (out / "build" / "board_top.nextpnr.log").is_file()
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+    progress = capsys.readouterr().out
+    for step in ("yosys synth_ice40: done in", "nextpnr-ice40 (iCE40UP5K): done in",
+                 "icepack: done in"):
+        assert step in progress
+
+
+def test_estimate_error(tmp_path):
+    """With a report.json the build compares the estimate with what the tools used."""
+    out = toy_out(tmp_path / "out")
+    (out / "report.json").write_text(json.dumps(
+        {"layers": [], "resources": {"lut": 50, "ff": 20, "dsp": 0, "bram": 0}}))
+    report = build_board(out, board="icebreaker", clock_mhz=24).report
+    assert report["estimated"]["lut"] == 500
+    used = report["utilization"]["lut"]["used"]
+    assert report["estimate_error"]["lut"] == pytest.approx((500 - used) / used, abs=1e-3)
+    assert report["estimate_error"]["dsp"] is None
+
+
+def test_tool_failure_keeps_output_and_no_half_build(tmp_path):
+    out = toy_out(tmp_path / "out")
+    rtl = out / "rtl" / "qloom_top.v"
+    rtl.write_text(rtl.read_text().replace("endmodule", "endmodule oops", 1))
+    with pytest.raises(ToolError) as e:
+        build_board(out, board="icebreaker", clock_mhz=24)
+    assert "yosys synth_ice40 failed" in str(e.value) and "ERROR" in str(e.value)
+    assert not (out / "build").exists()
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def test_vendor_board_writes_scripts(tmp_path, capsys):
+    out = toy_out(tmp_path / "out")
+    result = build_board(out, board="arty-a7-35")
+    assert result.bitstream is None
+    script = Path(result.report["vendor_script"])
+    assert script.is_file() and "vivado" in script.read_text()
+    assert (out / "build" / "board_top.tcl").is_file()
+    assert "needs the vendor tools (Vivado)" in capsys.readouterr().out
+
+
+def test_asic_generic(tmp_path):
+    out = toy_out(tmp_path / "out")
+    report = build_asic(out).report
+    saved = json.loads((out / "build" / "asic_report.json").read_text())
+    assert saved == report
+    assert report["flip_flops"] > 20 and report["transistors_logic"] > 100
+    assert report["transistors_estimate"] == report["transistors_logic"] + 24 * report["flip_flops"]
+    assert set(report["cells_by_type"]) >= {"$_NAND_", "$_NOT_"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("board", ["ulx3s-85f", "orangecrab-25f"])
+def test_ecp5_bitstream(tmp_path, board):
+    out = toy_out(tmp_path / "out")
+    report = build_board(out, board=board).report
+    assert Path(report["bitstream"]).is_file()
+    assert report["timing_met"] is True
+    assert report["utilization"]["dsp"]["cell"] == "MULT18X18D"
