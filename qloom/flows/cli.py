@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 
 from .. import __version__
@@ -134,6 +135,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"qloom {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:      # e.g. `qloom inspect M | head`: the reader has gone
+        sys.stdout = open(os.devnull, "w")
+        return 0
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ def toy_out(path: Path) -> Path:
 
 
 def fake_report(lut, dsp=0):
-    layers = [{"name": "dense0", "op": "Dense", "resources": {"lut": lut - 100, "ff": 50,
+    layers = [{"name": "dense0", "engine": "mvu_xnor", "resources": {"lut": lut - 100, "ff": 50,
                                                               "dsp": dsp, "bram": 2}},
               {"name": "thresh0", "op": "MultiThreshold",
                "resources": {"lut": 100, "ff": 10, "dsp": 0, "bram": 0}}]
@@ -41,7 +41,8 @@ def test_fit_check_refuses_with_table():
     text = str(e.value)
     assert text.startswith("the design does not fit icebreaker (iCE40UP5K): over budget in "
                            "LUT, DSP\n")
-    assert "dense0" in text and "thresh0" in text and "icebreaker budget" in text
+    assert "dense0" in text and "mvu_xnor" in text and "thresh0" in text
+    assert "icebreaker budget" in text
     assert text.endswith("qloom compile MODEL --board icebreaker --fold auto")
 
 
@@ -103,6 +104,8 @@ def test_tool_failure_keeps_output_and_no_half_build(tmp_path):
     with pytest.raises(ToolError) as e:
         build_board(out, board="icebreaker", clock_mhz=24)
     assert "yosys synth_ice40 failed" in str(e.value) and "ERROR" in str(e.value)
+    assert str(out / "build-failed" / "board_top.yosys.stdout") in str(e.value)
+    assert (out / "build-failed" / "board_top.yosys.log").is_file()
     assert not (out / "build").exists()
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import qloom
+from qloom.nn.dtypes import BINARY
 
 MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
 
@@ -32,12 +33,14 @@ def jet_inputs(n, seed):
 
 
 def unsw_inputs(n, seed):
-    """UNSW-NB15's binarized features: 0/1."""
+    """UNSW-NB15's binarized features: 0/1 (loaded with input_type=BINARY; the model's own
+    input annotation is BIPOLAR, for features given as -1/+1)."""
     return np.random.default_rng(seed).integers(0, 2, size=(n, 600)).astype(np.float32)
 
 
 CASES = {"tfc_w1a1": tfc_inputs, "tfc_w2a2": tfc_inputs, "jettagging_w6a6": jet_inputs,
          "unsw_nb15_w2a2": unsw_inputs}
+LOAD_OPTIONS = {"unsw_nb15_w2a2": {"input_type": BINARY}}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +51,8 @@ def designs(tmp_path_factory):
     def get(name):
         if name not in cache:
             out = tmp_path_factory.mktemp(name) / "out"
-            cache[name] = qloom.compile(str(MODELS / f"{name}.onnx"), out)
+            cache[name] = qloom.compile(str(MODELS / f"{name}.onnx"), out,
+                                        load_options=LOAD_OPTIONS.get(name, {}))
         return cache[name]
     return get
 
@@ -62,7 +66,7 @@ def check(design, name, frames, **options):
     if not options.get("backpressure"):
         assert ideal <= res["ii_cycles"] <= 1.1 * ideal, (res["ii_cycles"], ideal)
     outputs = np.load(design.out_dir / "sim" / "outputs.npy")
-    net = qloom.load(design.out_dir / "model.onnx", warn=False)
+    net = qloom.load(design.out_dir / "model.onnx", warn=False, **LOAD_OPTIONS.get(name, {}))
     np.testing.assert_allclose(outputs, net.execute(x), rtol=1e-6, atol=1e-6)
     return res
 
