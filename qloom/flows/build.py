@@ -4,7 +4,8 @@ through Yosys and nextpnr into a bitstream, with Fmax and utilization in
 synthesis with cell and transistor counts in ``OUT/build/asic_report.json``.
 
 A fit check against the board's budget runs before any tool. Everything is built in a
-temporary folder inside OUT and moved to ``OUT/build`` only when complete.
+temporary folder inside OUT and moved to ``OUT/build`` only when complete (a build that a
+tool failed goes to ``OUT/build-failed`` with its logs).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..boards import Board, Family, Resources, get_board
-from ..errors import QloomError
+from ..errors import QloomError, ToolError
 from ..hw.board_top import BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll
 from ..hw.link import WireFormat
 from ..hw.uart import divisor_for
@@ -67,10 +68,11 @@ def fit_check(report: dict | None, board: Board) -> dict:
     have = board.budget.as_dict()
     over = [k for k in need if need[k] > have[k]]
     if over:
-        lines = [f"{'layer':24} {'op':14} {'LUT':>8} {'FF':>8} {'DSP':>5} {'BRAM':>5}"]
+        lines = [f"{'layer':24} {'engine':14} {'LUT':>8} {'FF':>8} {'DSP':>5} {'BRAM':>5}"]
         for layer in report.get("layers", []):
             r = Resources.from_dict(layer.get("resources", {}))
-            lines.append(f"{str(layer.get('name'))[:24]:24} {str(layer.get('op'))[:14]:14} "
+            engine = layer.get("engine") or layer.get("op") or ""
+            lines.append(f"{str(layer.get('name'))[:24]:24} {str(engine)[:14]:14} "
                          f"{r.lut:>8} {r.ff:>8} {r.dsp:>5} {r.bram:>5}")
         lines.append(f"{'host link (UART)':24} {'':14} {LINK_OVERHEAD.lut:>8} "
                      f"{LINK_OVERHEAD.ff:>8} {0:>5} {0:>5}")
@@ -168,7 +170,8 @@ def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = 
           f"UART {baud} baud", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out))
     try:
-        plan = platform.prepare(top, name=NAME,
+        options = {"synth_opts": synth.SYNTH_OPTS} if b.family.open_flow else {}
+        plan = platform.prepare(top, name=NAME, **options,
                                 script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
         plan.extract(tmp)
         if not b.family.open_flow:
@@ -218,6 +221,10 @@ def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = 
         }
         (tmp / "report.json").write_text(json.dumps(result, indent=1))
         _finish(tmp, out / "build")
+    except ToolError as e:     # keep the logs of a failed build, apart from a good one
+        failed = out / "build-failed"
+        _finish(tmp, failed)
+        raise ToolError(str(e).replace(str(tmp), str(failed))) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

