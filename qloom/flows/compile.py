@@ -256,6 +256,7 @@ class Design:
 
     def simulate(self, x=None, *, random=None, **options) -> dict:
         from .simulate import simulate
+        options.setdefault("network", self.network)
         return simulate(self.out_dir, inputs=x, random=random, **options)
 
     @classmethod
