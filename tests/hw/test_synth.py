@@ -1,0 +1,138 @@
+"""Every hardware template synthesizes for iCE40 and ECP5 with the open tools, and a
+multiplier datapath never uses more DSP blocks than its budget. The template instances are
+bench/templates.py's small corners. Also the synthesis flow itself (qloom.flows.synth) on a
+tiny design (fast)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from qloom.errors import ToolError
+from qloom.flows.synth import Harness, read_nextpnr_report, synthesize
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "templates.py"
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_templates", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+class Accumulator(wiring.Component):
+    """A tiny template stand-in: o = running sum of i * i."""
+
+    def __init__(self):
+        super().__init__({"i": In(stream.Signature(8)), "o": Out(stream.Signature(20))})
+
+    def elaborate(self, platform):
+        m = Module()
+        acc = Signal(20)
+        with m.If(self.i.valid):
+            m.d.sync += acc.eq(acc + self.i.payload * self.i.payload)
+        m.d.comb += [self.o.payload.eq(acc), self.o.valid.eq(1), self.i.ready.eq(1)]
+        return m
+
+
+def test_synthesize_ice40_with_pnr(tmp_path, capsys):
+    r = synthesize(Accumulator(), family="ice40", device="iCE40UP5K", package="SG48",
+                   build_dir=tmp_path, clock_mhz=40, pnr=True)
+    assert r.dsp == 1 and r.ff == 20                        # the design alone, not the harness
+    assert r.cells_by_type["SB_MAC16"] == 1
+    assert r.fmax_mhz > 40 and r.target_mhz == 40 and r.timing_met is True
+    assert r.utilization["ICESTORM_DSP"] == {"used": 1, "available": 8}
+    assert r.critical_path and r.critical_path[0]["delay_ns"] > 0
+    assert json.loads(json.dumps(r.to_json()))["fmax_mhz"] == r.fmax_mhz
+    out = capsys.readouterr().out
+    assert "yosys synth_ice40" in out and "nextpnr-ice40 (iCE40UP5K): done in" in out
+
+
+def test_synthesize_generic_counts_transistors(tmp_path):
+    r = synthesize(Accumulator(), family="generic", build_dir=tmp_path, progress=False)
+    assert r.ff == 20 and r.transistors > 1000
+    assert set(r.cells_by_type) <= {"$_NAND_", "$_NOR_", "$_NOT_", "$_SDFFE_PP0P_",
+                                    "$_SDFFE_PN0P_", "$_DFFE_PP_", "$_SDFF_PP0_"}
+
+
+def test_synthesize_validation(tmp_path):
+    with pytest.raises(ValueError, match=r"^Family must be one of 'ice40', 'ecp5', 'generic', "
+                                         r"not 'gowin'$"):
+        synthesize(Accumulator(), family="gowin", build_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"^Place-and-route needs an FPGA family, not "
+                                         r"'generic'$"):
+        synthesize(Accumulator(), family="generic", build_dir=tmp_path, pnr=True)
+    with pytest.raises(ValueError, match=r"^Place-and-route needs a device and a package, "
+                                         r"not None / None$"):
+        synthesize(Accumulator(), family="ice40", build_dir=tmp_path, pnr=True)
+    with pytest.raises(TypeError, match=r"^Design must be an Amaranth Elaboratable or a list "
+                                        r"of Verilog file paths, not 3$"):
+        synthesize(3, family="ice40", build_dir=tmp_path)
+    with pytest.raises(TypeError, match=r"^Design under test must be a wiring.Component, "
+                                        r"not 'x'$"):
+        Harness("x")
+
+
+def test_tool_failure_shows_the_tool_output(tmp_path):
+    bad = tmp_path / "bad.v"
+    bad.write_text("module top(input a, output b); assign b = ; endmodule\n")
+    with pytest.raises(ToolError) as e:
+        synthesize([bad], family="ice40", build_dir=tmp_path / "b", progress=False)
+    assert "yosys synth_ice40" in str(e.value) and "syntax error" in str(e.value)
+
+
+def test_read_nextpnr_report(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({
+        "fmax": {"clk": {"achieved": 87.123, "constraint": 50.0},
+                 "pll": {"achieved": 60.0, "constraint": 48.0}},
+        "utilization": {"ICESTORM_LC": {"used": 10, "available": 5280}},
+        "critical_paths": [
+            {"from": "<async>", "to": "posedge clk", "path": [{"type": "routing", "delay": 1}]},
+            {"from": "posedge clk", "to": "posedge clk", "path": [
+                {"type": "clk-to-q", "delay": 0.5, "from": {"cell": "a"}, "to": {"cell": "a"}},
+                {"type": "logic", "delay": 1.25, "from": {"cell": "a"}, "to": {"cell": "b"}},
+                {"type": "routing", "delay": 2.0, "from": {"cell": "b"}, "to": {"cell": "c"}}]}]}))
+    r = read_nextpnr_report(path)
+    assert r["fmax_mhz"] == 60.0 and r["target_mhz"] == 48.0
+    assert r["critical_path"] == [{"from": "posedge clk", "to": "posedge clk", "start": "a",
+                                   "end": "c", "delay_ns": 3.75, "logic_levels": 1}]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["ice40", "ecp5"])
+@pytest.mark.parametrize("index", range(10))
+def test_template_synthesizes(tmp_path, family, index):
+    bench = load_bench()
+    case = bench.cases("small")[index]
+    row = bench.measure(case, family, tmp_path, pnr=False)
+    assert row["lut4"] + row["ff"] > 0, row
+    if case.dsp_budget is not None:
+        assert row["dsp"] <= case.dsp_budget, row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["ice40", "ecp5"])
+@pytest.mark.parametrize("budget", [0, 1, 3])
+def test_mvu_dsp_budget(tmp_path, family, budget):
+    bench = load_bench()
+    from qloom.nn.dtypes import int_type
+    dut = bench._mvu(4, 6, 2, 3, int_type(8), int_type(8), dsp_budget=budget)
+    device, package, _ = bench.TARGETS[family]
+    r = synthesize(dut, family=family, device=device, package=package, build_dir=tmp_path,
+                   progress=False)
+    assert r.dsp == min(budget, dut.dsp_count) <= budget
+
+
+@pytest.mark.slow
+def test_binary_mvu_fmax(tmp_path):
+    """The TFC's first layer (XNOR-popcount, PE 16 x SIMD 49) places and routes on ECP5."""
+    bench = load_bench()
+    case = next(c for c in bench.cases() if c.name.startswith("mvu_xnor 64x784"))
+    row = bench.measure(case, "ecp5", tmp_path)
+    assert row["fmax_mhz"] > 50 and row["lut4_per_synapse"] < 10
