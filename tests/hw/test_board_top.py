@@ -79,15 +79,16 @@ def test_link_core_validation():
         LinkCore(acc, input_format=FMT, output_format=FMT, divisor=2, clock_hz=1e5)
 
 
-def _requests(frames, corrupt_at):
+def _requests(frames, corrupt_at, fmt=FMT):
     """Encoded requests; the one at ``corrupt_at`` has a flipped payload bit."""
-    requests = [encode_request(FMT.pack(x)) for x in frames]
+    requests = [encode_request(fmt.pack(x)) for x in frames]
     bad = bytearray(requests[corrupt_at])
     bad[4] ^= 0x10
     return requests[:corrupt_at] + [bytes(bad)] + requests[corrupt_at:]
 
 
-def _check_replies(reply_bytes, frames, corrupt_at):
+def _check_replies(reply_bytes, expected, corrupt_at, fmt=FMT):
+    """The replies are the expected outputs, with a BAD_CRC reply at ``corrupt_at``."""
     replies, buf = [], bytes(reply_bytes)
     while buf:
         reply, used = decode_reply(buf)
@@ -96,9 +97,9 @@ def _check_replies(reply_bytes, frames, corrupt_at):
         buf = buf[used:]
     statuses = [s for s, _ in replies]
     assert statuses == ([Status.OK] * corrupt_at + [Status.BAD_CRC]
-                        + [Status.OK] * (len(frames) - corrupt_at))
-    outputs = [FMT.unpack(p) for s, p in replies if s == Status.OK]
-    mismatches = sum(int(np.sum(o != ref_toy(x))) for o, x in zip(outputs, frames))
+                        + [Status.OK] * (len(expected) - corrupt_at))
+    outputs = [fmt.unpack(p) for s, p in replies if s == Status.OK]
+    mismatches = sum(int(np.sum(o != want)) for o, want in zip(outputs, expected))
     assert mismatches == 0
 
 
@@ -134,7 +135,7 @@ def test_link_core_bits_pysim():
     sim.add_testbench(host)
     sim.add_testbench(monitor, background=True)
     sim.run()
-    _check_replies(_decode_line(line, divisor), frames, corrupt_at=1)
+    _check_replies(_decode_line(line, divisor), [ref_toy(x) for x in frames], corrupt_at=1)
     assert any(error_led)
 
 
@@ -200,7 +201,26 @@ def test_board_top_cocotb_toy(tmp_path):
     rng = np.random.default_rng(11)
     frames = [rng.integers(0, 16, 10) for _ in range(12)]
     reply = run_board_sim(out, _requests(frames, corrupt_at=5), tmp_path / "sim")
-    _check_replies(reply, frames, corrupt_at=5)
+    _check_replies(reply, [ref_toy(x) for x in frames], corrupt_at=5)
+
+
+@pytest.mark.slow
+def test_board_top_cocotb_real_model(tmp_path):
+    """The TFC-w1a1 MNIST MLP, compiled by qloom, behind the UART link: ten frames bit-exact
+    against the integer reference, one corrupted request rejected."""
+    import qloom
+    from qloom.flows.host import reference
+    model = Path(__file__).resolve().parents[2] / "examples" / "models" / "tfc_w1a1.onnx"
+    design = qloom.compile(str(model), tmp_path / "out")
+    manifest = json.loads((design.out_dir / "manifest.json").read_text())
+    fin = WireFormat.from_manifest(manifest["input"])
+    fout = WireFormat.from_manifest(manifest["output"])
+    rng = np.random.default_rng(5)
+    pixels = rng.integers(0, 256, size=(10, 1, 28, 28)) * (rng.random((10, 1, 28, 28)) < 0.2)
+    codes_in, expected, _ = reference(design.out_dir, (pixels / 255.0).astype(np.float32))
+    requests = _requests(list(codes_in), corrupt_at=4, fmt=fin)
+    reply = run_board_sim(design.out_dir, requests, tmp_path / "sim")
+    _check_replies(reply, list(expected), corrupt_at=4, fmt=fout)
 
 
 try:
