@@ -237,7 +237,9 @@ class Link(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         fin, fout = self.input_format, self.output_format
-        m.submodules.buffer = buffer = Memory(shape=unsigned(fin.data_bits), depth=fin.words,
+        # The request is buffered as bytes (one block RAM even for wide, shallow frames);
+        # words are assembled from it while feeding, two cycles a byte.
+        m.submodules.buffer = buffer = Memory(shape=unsigned(8), depth=fin.frame_bytes,
                                               init=[])
         wp, rp = buffer.write_port(), buffer.read_port()
 
@@ -255,21 +257,22 @@ class Link(wiring.Component):
         rx_crc = Signal(16)
         length = Signal(16)
         word = Signal(8 * fin.bytes_per_word)
-        word_next = Cat(word[8:], self.i.payload)
         nbyte = Signal(range(fin.bytes_per_word))
-        nword = Signal(range(fin.words + 1))
+        nword = Signal(range(fin.words))
+        addr = Signal(range(fin.frame_bytes + 1))
         got_crc = Signal(8)
         idle = Signal(range(self.timeout + 1))
         expired = Signal()             # registered, to keep the wide compare off the byte path
         byte = self.i.valid & self.i.ready
         m.d.sync += expired.eq((idle == self.timeout - 1) & ~byte)
-        m.d.comb += [wp.addr.eq(nword), wp.data.eq(word_next[:fin.data_bits]),
-                     rp.en.eq(0), self.feed.payload.data.eq(rp.data)]
+        m.d.comb += [wp.addr.eq(addr), wp.data.eq(self.i.payload), rp.addr.eq(addr),
+                     self.feed.payload.data.eq(word[:fin.data_bits])]
 
         with m.FSM(name="rx"):
             with m.State("HUNT"):
                 m.d.comb += self.i.ready.eq(1)
-                m.d.sync += [rx_crc.eq(CRC_INIT), nbyte.eq(0), nword.eq(0), idle.eq(0)]
+                m.d.sync += [rx_crc.eq(CRC_INIT), nbyte.eq(0), nword.eq(0), addr.eq(0),
+                             idle.eq(0)]
                 with m.If(byte & (self.i.payload == REQUEST_SYNC)):
                     m.next = "LEN0"
 
@@ -310,12 +313,10 @@ class Link(wiring.Component):
             with m.State("DATA"):
                 receiving(None)
                 with m.If(byte & ~self.rx_error):
-                    m.d.sync += [word.eq(word_next), nbyte.eq(nbyte + 1)]
-                    with m.If(nbyte == fin.bytes_per_word - 1):
-                        m.d.comb += wp.en.eq(1)
-                        m.d.sync += [nbyte.eq(0), nword.eq(nword + 1)]
-                        with m.If(nword == fin.words - 1):
-                            m.next = "CRC0"
+                    m.d.comb += wp.en.eq(1)
+                    m.d.sync += addr.eq(addr + 1)
+                    with m.If(addr == fin.frame_bytes - 1):
+                        m.next = "CRC0"
             with m.State("CRC0"):
                 receiving("CRC1", crc=False)
                 with m.If(byte):
@@ -324,22 +325,28 @@ class Link(wiring.Component):
                 receiving(None, crc=False)
                 with m.If(byte & ~self.rx_error):
                     with m.If(Cat(got_crc, self.i.payload) == rx_crc):
-                        m.d.comb += [rp.addr.eq(0), rp.en.eq(1)]
-                        m.d.sync += [nword.eq(0), self.feed.valid.eq(1)]
-                        m.next = "FEED"
+                        m.d.sync += addr.eq(0)
+                        m.next = "READ"
                     with m.Else():
                         m.d.sync += report.eq(Status.BAD_CRC)
                         m.next = "REPORT"
+            with m.State("READ"):      # the read port fetches buffer[addr]
+                m.next = "SHIFT"
+            with m.State("SHIFT"):
+                m.d.sync += [word.eq(Cat(word[8:], rp.data)), addr.eq(addr + 1),
+                             nbyte.eq(nbyte + 1)]
+                m.next = "READ"
+                with m.If(nbyte == fin.bytes_per_word - 1):
+                    m.d.sync += nbyte.eq(0)
+                    m.next = "FEED"
             with m.State("FEED"):
                 last = nword == fin.words - 1
-                m.d.comb += self.feed.payload.last.eq(last)
+                m.d.comb += [self.feed.valid.eq(1), self.feed.payload.last.eq(last)]
                 with m.If(self.feed.ready):
+                    m.d.sync += nword.eq(nword + 1)
+                    m.next = "READ"
                     with m.If(last):
-                        m.d.sync += self.feed.valid.eq(0)
                         m.next = "HUNT"
-                    with m.Else():
-                        m.d.comb += [rp.addr.eq(nword + 1), rp.en.eq(1)]
-                        m.d.sync += nword.eq(nword + 1)
 
         # Transmitter: error replies between output frames, output frames as they come.
         tx_crc = Signal(16)
