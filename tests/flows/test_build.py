@@ -138,3 +138,15 @@ def test_ecp5_bitstream(tmp_path, board):
     assert Path(report["bitstream"]).is_file()
     assert report["timing_met"] is True
     assert report["utilization"]["dsp"]["cell"] == "MULT18X18D"
+
+
+def test_cli_errors(tmp_path, capsys):
+    from qloom.flows.cli import main
+    assert main(["build", str(tmp_path / "nothing"), "--board", "icebreaker"]) == 2
+    assert "is not a compiled design" in capsys.readouterr().err
+    out = toy_out(tmp_path / "out")
+    assert main(["build", str(out), "--board", "icebreaker", "--baud", "20000000"]) == 2
+    assert ("qloom build: error: Baud rate 20000000 is too fast for a 48 MHz clock"
+            in capsys.readouterr().err)
+    assert main(["build", str(out), "--board", "nope"]) == 2
+    assert "unknown board 'nope'" in capsys.readouterr().err
