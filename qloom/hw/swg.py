@@ -167,10 +167,10 @@ class SlidingWindow(wiring.Component):
             wp.data.eq(self.i.payload),
             wp.en.eq(self.i.valid & self.i.ready),
         ]
+        m.d.comb += row_written.eq(wp.en & (w_col == RW - 1))
         with m.If(wp.en):
             m.d.sync += [w_addr.eq(Mux(w_addr == R * RW - 1, 0, w_addr + 1)),
                          w_col.eq(Mux(w_col == RW - 1, 0, w_col + 1))]
-            m.d.comb += row_written.eq(w_col == RW - 1)
         m.d.sync += [held.eq(held + row_written - released),
                      avail.eq(avail + row_written - Mux(frame_read, H, 0))]
 
@@ -210,10 +210,7 @@ class SlidingWindow(wiring.Component):
             self.o.valid.eq(valid1),
         ]
         pad_word = self.o.payload.shape().const([self._pad_code] * self._simd)
-        with m.If(pad1):
-            m.d.comb += self.o.payload.eq(pad_word)
-        with m.Else():
-            m.d.comb += self.o.payload.eq(rp.data)
+        m.d.comb += self.o.payload.eq(Mux(pad1, pad_word, rp.data))
         with m.If(advance):
             m.d.sync += [valid1.eq(ready0), pad1.eq(pad)]
 
@@ -226,20 +223,25 @@ class SlidingWindow(wiring.Component):
                 m.d.sync += counter.eq(Mux(counter == count - 1, 0, counter + 1))
             carry = carry & (counter == count - 1)
         pixel_done = carry
+        row_done = pixel_done & (ox == self._out_w - 1)
+        frame_done = row_done & (oy == self._out_h - 1)
+        next_lo = lo_row + SH
+        next_rel = Mux(next_lo < 0, 0, Mux(next_lo > H, H, next_lo))
+        # Whole-signal combinational assignments (Verilog `assign`), not ones under `If`:
+        # those become `always @*` blocks that Icarus in SystemVerilog mode never runs
+        # when their inputs settle at time 0, and their X would then stick in `held`/`avail`.
+        m.d.comb += [frame_read.eq(frame_done),
+                     released.eq(Mux(frame_done, H - rel, Mux(row_done, next_rel - rel, 0)))]
         with m.If(pixel_done):
             m.d.sync += [ox.eq(ox + 1), x0.eq(x0 + SW)]
-            with m.If(ox == self._out_w - 1):
+            with m.If(row_done):
                 m.d.sync += [ox.eq(0), x0.eq(-left)]
-                next_lo = lo_row + SH
-                next_rel = Mux(next_lo < 0, 0, Mux(next_lo > H, H, next_lo))
-                with m.If(oy == self._out_h - 1):
+                with m.If(frame_done):
                     new_frame_slot = _add_mod(frame_slot, H, R)
-                    m.d.comb += [frame_read.eq(1), released.eq(H - rel)]
                     m.d.sync += [oy.eq(0), lo_row.eq(-top), rel.eq(0),
                                  frame_slot.eq(new_frame_slot),
                                  lo_slot.eq(_add_mod(new_frame_slot, -top, R))]
                 with m.Else():
-                    m.d.comb += released.eq(next_rel - rel)
                     m.d.sync += [oy.eq(oy + 1), lo_row.eq(next_lo), rel.eq(next_rel),
                                  lo_slot.eq(_add_mod(lo_slot, SH, R))]
         return m

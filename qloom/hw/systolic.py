@@ -22,7 +22,7 @@ issue of work, not the pipeline. Steady state: one input word per cycle into the
 ``cycles_per_vector = (MH/cols) * (MW/rows)``.
 """
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -207,12 +207,15 @@ class SystolicArray(wiring.Component):
                 m.d.sync += [feed_k.eq(0), feed_n.eq(feed_n + 1)]
                 with m.If(feed_n == nt - 1):
                     m.d.sync += [feed_n.eq(0), feed_t.eq(0), feed_bank.eq(~feed_bank)]
+        # Whole-signal assignments (Verilog `assign`): a conditional or partial one becomes
+        # an `always @*` block that Icarus in SystemVerilog mode may never run, and its X
+        # would stick in `full`.
         loaded = Signal(2)
         freed = Signal(2)
-        with m.If(wp.en & (load_k == kt - 1)):
-            m.d.comb += loaded.bit_select(load_bank, 1).eq(1)
-        with m.If(issue & last_k & (feed_n == nt - 1)):
-            m.d.comb += freed.bit_select(feed_bank, 1).eq(1)
+        load_done = wp.en & (load_k == kt - 1)
+        feed_done = issue & last_k & (feed_n == nt - 1)
+        m.d.comb += [loaded.eq(Cat(load_done & ~load_bank, load_done & load_bank)),
+                     freed.eq(Cat(feed_done & ~feed_bank, feed_done & feed_bank))]
         m.d.sync += full.eq((full | loaded) & ~freed)
         m.d.sync += credits.eq(credits - (issue & last_k) + (self.o.valid & self.o.ready))
 
