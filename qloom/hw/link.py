@@ -214,7 +214,7 @@ class Link(wiring.Component):
     ``i`` takes request bytes from the UART receiver, ``o`` gives reply bytes to the UART
     transmitter; ``feed`` streams checked input frames into the accelerator and ``result``
     takes its output frames. ``rx_error`` is the UART receiver's error pulse; ``error``
-    pulses whenever an error reply is queued (for an LED). ``timeout`` is the number of
+    pulses (one cycle late) whenever an error reply is queued, for an LED. ``timeout`` is the number of
     idle clock cycles after which a half-received request is dropped.
     """
 
@@ -248,84 +248,101 @@ class Link(wiring.Component):
         new_error = Signal(3)
         report = Signal(3)             # an error the receiver waits to hand over
         sent_error = Signal()
+        m.d.sync += self.error.eq(new_error != 0)       # for an LED: registered
         with m.If(new_error != 0):
             m.d.sync += err_code.eq(new_error)
-            m.d.comb += self.error.eq(1)
         with m.Elif(sent_error):
             m.d.sync += err_code.eq(0)
 
         # Receiver: hunt, length, payload into the buffer, CRC check, then feed.
         rx_crc = Signal(16)
-        length = Signal(16)
         word = Signal(8 * fin.bytes_per_word)
         nbyte = Signal(range(fin.bytes_per_word))
         nword = Signal(range(fin.words))
         addr = Signal(range(fin.frame_bytes + 1))
-        got_crc = Signal(8)
         idle = Signal(range(self.timeout + 1))
-        expired = Signal()             # registered, to keep the wide compare off the byte path
-        byte = self.i.valid & self.i.ready
-        m.d.sync += expired.eq((idle == self.timeout - 1) & ~byte)
-        m.d.comb += [wp.addr.eq(addr), wp.data.eq(self.i.payload), rp.addr.eq(addr),
+        expired = Signal()
+        len_lo_ok, crc_lo_ok, addr_last = Signal(), Signal(), Signal()
+
+        # Input stage: each byte is registered together with the comparisons the receiver
+        # needs, so that no path runs from the UART through a wide compare into the state
+        # machine. (A byte arrives at most every 10 * divisor cycles: this costs nothing.)
+        b, byte, b_error, take = Signal(8), Signal(), Signal(), Signal()
+        b_sync, b_len_lo, b_len_hi, b_crc_hi = Signal(), Signal(), Signal(), Signal()
+        payload = self.i.payload
+        m.d.comb += self.i.ready.eq(~byte)
+        # ``idle`` counts the cycles since the last byte; every request state is entered
+        # right after one, so a stalled request times out ``timeout`` cycles after its
+        # last byte.
+        with m.If(self.i.valid & ~byte):
+            m.d.sync += idle.eq(0)
+        with m.Else():
+            m.d.sync += idle.eq(idle + 1)
+        with m.If(self.i.valid & ~byte):
+            m.d.sync += [b.eq(payload), byte.eq(1), b_sync.eq(payload == REQUEST_SYNC),
+                         b_len_lo.eq(payload == (fin.frame_bytes & 0xFF)),
+                         b_len_hi.eq(payload == (fin.frame_bytes >> 8)),
+                         b_crc_hi.eq(payload == rx_crc[8:])]
+        with m.Elif(take):
+            m.d.sync += byte.eq(0)
+        m.d.sync += [b_error.eq(self.rx_error),
+                     expired.eq((idle == self.timeout - 1) & ~byte)]
+        m.d.comb += [wp.addr.eq(addr), wp.data.eq(b), rp.addr.eq(addr),
                      self.feed.payload.data.eq(word[:fin.data_bits])]
 
         with m.FSM(name="rx"):
             with m.State("HUNT"):
-                m.d.comb += self.i.ready.eq(1)
+                m.d.comb += take.eq(1)
                 m.d.sync += [rx_crc.eq(CRC_INIT), nbyte.eq(0), nword.eq(0), addr.eq(0),
-                             idle.eq(0)]
-                with m.If(byte & (self.i.payload == REQUEST_SYNC)):
+                             addr_last.eq(fin.frame_bytes == 1)]
+                with m.If(byte & b_sync):
                     m.next = "LEN0"
 
-            with m.State("REPORT"):    # one error reply at a time; the UART holds a byte
+            with m.State("REPORT"):    # one error reply at a time; bytes wait meanwhile
                 with m.If(err_code == 0):
                     m.d.comb += new_error.eq(report)
                     m.next = "HUNT"
 
             def receiving(next_state, *, crc=True):
                 """Common to the states that take a byte: CRC, timeout, UART errors."""
-                m.d.comb += self.i.ready.eq(1)
-                m.d.sync += idle.eq(idle + 1)
-                with m.If(self.rx_error):
+                with m.If(b_error):
                     m.d.sync += report.eq(Status.UART_ERROR)
                     m.next = "REPORT"
                 with m.Elif(expired):
                     m.d.sync += report.eq(Status.TIMEOUT)
                     m.next = "REPORT"
                 with m.Elif(byte):
-                    m.d.sync += idle.eq(0)
+                    m.d.comb += take.eq(1)
                     if crc:
-                        m.d.sync += rx_crc.eq(crc16_step(rx_crc, self.i.payload))
+                        m.d.sync += rx_crc.eq(crc16_step(rx_crc, b))
                     if next_state is not None:
                         m.next = next_state
 
             with m.State("LEN0"):
                 receiving("LEN1")
-                with m.If(byte):
-                    m.d.sync += length[:8].eq(self.i.payload)
+                m.d.sync += len_lo_ok.eq(b_len_lo)
             with m.State("LEN1"):
                 receiving(None)
-                with m.If(byte & ~self.rx_error):
-                    with m.If(Cat(length[:8], self.i.payload) == fin.frame_bytes):
+                with m.If(byte & ~b_error):
+                    with m.If(len_lo_ok & b_len_hi):
                         m.next = "DATA"
                     with m.Else():
                         m.d.sync += report.eq(Status.BAD_LENGTH)
                         m.next = "REPORT"
             with m.State("DATA"):
                 receiving(None)
-                with m.If(byte & ~self.rx_error):
+                with m.If(byte & ~b_error):
                     m.d.comb += wp.en.eq(1)
-                    m.d.sync += addr.eq(addr + 1)
-                    with m.If(addr == fin.frame_bytes - 1):
+                    m.d.sync += [addr.eq(addr + 1), addr_last.eq(addr == fin.frame_bytes - 2)]
+                    with m.If(addr_last):
                         m.next = "CRC0"
             with m.State("CRC0"):
                 receiving("CRC1", crc=False)
-                with m.If(byte):
-                    m.d.sync += got_crc.eq(self.i.payload)
+                m.d.sync += crc_lo_ok.eq(b == rx_crc[:8])
             with m.State("CRC1"):
                 receiving(None, crc=False)
-                with m.If(byte & ~self.rx_error):
-                    with m.If(Cat(got_crc, self.i.payload) == rx_crc):
+                with m.If(byte & ~b_error):
+                    with m.If(crc_lo_ok & b_crc_hi):
                         m.d.sync += addr.eq(0)
                         m.next = "READ"
                     with m.Else():
