@@ -64,10 +64,10 @@ class WidthConverter(wiring.Component):
         full = Signal()
         part = Signal(range(ratio))
         last = part == ratio - 1
-        for k in range(ratio):
-            with m.If(part == k):
-                m.d.comb += [self.o.payload[lane].eq(word[k * self._out_lanes + lane])
-                             for lane in range(self._out_lanes)]
+        # One whole-signal assignment (a Verilog `assign`), not one per part under an If:
+        # Yosys writes the latter as an `always @*` that Icarus -g2012 never runs at time 0.
+        chunk = Shape.cast(self.o.payload.shape()).width
+        m.d.comb += self.o.payload.eq(word.as_value().word_select(part, chunk))
         m.d.comb += [
             self.o.valid.eq(full),
             self.i.ready.eq(~full | (self.o.ready & last)),

@@ -7,7 +7,9 @@ import pytest
 from qloom.errors import QloomError
 from qloom.flows.compile import CompileConfig, compile_model, run_steps
 
-from nets import binary_mlp, conv_net, multibit_mlp
+from qloom.sim.rtl_check import comb_processes_without_reset
+
+from nets import binary_mlp, conv_net, multibit_mlp, residual_mlp
 
 
 def test_outputs_and_report(tmp_path):
@@ -91,3 +93,12 @@ def test_bad_options():
         run_steps(binary_mlp(), CompileConfig(target_fps=0), until="fold")
     with pytest.raises(QloomError, match="needs a board"):
         run_steps(binary_mlp(), CompileConfig(fold="auto"), until="fold")
+
+
+@pytest.mark.parametrize("make", [binary_mlp, multibit_mlp, residual_mlp, conv_net])
+def test_verilog_has_no_process_icarus_would_skip(tmp_path, make):
+    """Every combinational `always @*` must read reset or be an `assign`: Icarus in
+    SystemVerilog mode (-g2012, as cocotb runs it) never starts the others at time 0."""
+    design = compile_model(make(), tmp_path / "out")
+    verilog = (design.out_dir / "rtl" / "qloom_top.v").read_text()
+    assert comb_processes_without_reset(verilog) == []
