@@ -32,11 +32,12 @@ __all__ = ["FAMILIES", "SynthReport", "Harness", "synthesize", "run_tool", "run_
 
 FAMILIES = ("ice40", "ecp5", "generic")
 
-# Cell types of each family, by the resource kind they count towards.
+# Cell types of each family, by the resource kind they count towards. An ECP5 carry cell
+# (CCU2C) holds two LUT4s, so it is listed twice: ``lut`` counts LUT4 equivalents.
 _CELLS = {
     "ice40": {"lut": ("SB_LUT4",), "dsp": ("SB_MAC16",), "bram": ("SB_RAM40_4K",),
               "ff_prefix": "SB_DFF"},
-    "ecp5": {"lut": ("LUT4",), "dsp": ("MULT18X18D", "ALU54B"),
+    "ecp5": {"lut": ("LUT4", "CCU2C", "CCU2C"), "dsp": ("MULT18X18D", "ALU54B"),
              "bram": ("DP16KD", "PDPW16KD"), "ff_prefix": "TRELLIS_FF"},
     "generic": {"lut": ("$lut",), "dsp": (), "bram": (), "ff_prefix": "$_"},
 }
