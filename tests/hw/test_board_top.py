@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The board top: PLL settings, and the whole host link (UART bits -> Link -> accelerator ->
 Link -> UART bits) in Amaranth simulation and, around a compiled ``qloom_top`` Verilog, in
 cocotb (Icarus). ``run_board_sim(OUT, requests)`` takes any compiled OUT folder.

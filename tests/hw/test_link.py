@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The host-link protocol: the Python codec, and the board side (``Link``) at byte level in
 Amaranth simulation, with good, corrupted, mis-sized and stalled requests."""
 

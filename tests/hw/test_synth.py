@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Every hardware template synthesizes for iCE40 and ECP5 with the open tools, and a
 multiplier datapath never uses more DSP blocks than its budget. The template instances are
 bench/templates.py's small corners. Also the synthesis flow itself (qloom.flows.synth) on a

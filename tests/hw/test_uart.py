@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """UART transmitter and receiver, bit-level in Amaranth simulation."""
 
 import random
