@@ -15,6 +15,9 @@ Conventions (the contract with ``qloom.hw`` and ``qloom.flows``):
   ``code = bias[c] + sign[c] * #{k : x >= thresholds[c, k]}`` and the output value is
   ``out_type.decode(code)`` (for bipolar outputs code 0 is -1, code 1 is +1).
   Thresholds are ascending along ``k``.
+- ``Requant``: per channel ``c``, ``code = clip(round((x + bias[c]) / 2**shift), lo, hi)``
+  with ``rounding`` one of ``Rounding`` (half-even is qonnx's ROUND); the output value is
+  the code. An exact, cheaper stand-in for a MultiThreshold with many levels.
 - ``MaxPool``: ``kernel`` x ``kernel`` windows, ``stride``, no padding, on ``[N, H, W, C]``.
 - ``Add``: exact elementwise sum of two tensors of one shape.
 - ``Flatten``: ``[N, H, W, C]`` -> ``[N, H*W*C]``; free in hardware (stream order is unchanged).
@@ -22,6 +25,7 @@ Conventions (the contract with ``qloom.hw`` and ``qloom.flows``):
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -30,8 +34,8 @@ import numpy as np
 from ..errors import QloomError
 from .dtypes import DataType, smallest_type
 
-__all__ = ["TensorInfo", "Layer", "Dense", "Conv", "MultiThreshold", "MaxPool", "Add",
-           "Flatten", "Network", "im2col"]
+__all__ = ["TensorInfo", "Layer", "Dense", "Conv", "MultiThreshold", "Requant", "Rounding",
+           "MaxPool", "Add", "Flatten", "Network", "im2col", "round_shift"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -201,6 +205,53 @@ class MultiThreshold(Layer):
     @property
     def weight_bits(self):
         return self.thresholds.size * self.in_type.bits
+
+
+class Rounding(enum.Enum):
+    HALF_EVEN = "half_even"   # numpy's round, qonnx's ROUND
+    HALF_UP = "half_up"       # ties towards +infinity
+    FLOOR = "floor"
+    CEIL = "ceil"
+
+
+def round_shift(y: np.ndarray, shift: int, rounding: Rounding) -> np.ndarray:
+    """``round(y / 2**shift)`` for integers ``y``, exactly, in the given rounding mode."""
+    y = np.asarray(y, dtype=np.int64)
+    if shift == 0:
+        return y
+    q, rem = y >> shift, y & ((1 << shift) - 1)
+    half = 1 << (shift - 1)
+    if rounding is Rounding.FLOOR:
+        return q
+    if rounding is Rounding.CEIL:
+        return q + (rem != 0)
+    if rounding is Rounding.HALF_UP:
+        return q + (rem >= half)
+    return q + ((rem > half) | ((rem == half) & (q & 1 == 1)))
+
+
+@dataclass(frozen=True, eq=False)
+class Requant(Layer):
+    bias: np.ndarray = None        # int64 [C]
+    shift: int = 0
+    rounding: Rounding = Rounding.HALF_EVEN
+    lo: int = 0
+    hi: int = 0
+    in_type: DataType = None
+    out_type: DataType = None
+
+    op = "Requant"
+
+    @property
+    def channels(self) -> int:
+        return self.bias.shape[0]
+
+    def execute(self, x):
+        return np.clip(round_shift(x + self.bias, self.shift, self.rounding), self.lo, self.hi)
+
+    @property
+    def weight_bits(self):
+        return self.bias.size * self.in_type.bits
 
 
 @dataclass(frozen=True, eq=False)

@@ -32,6 +32,7 @@ from .ir import Network
 from .passes.gemm_to_matmul import GemmToMatMul
 from .passes.layer_builders import FixedPointInputWarning
 from .passes.lower_to_network import LoweringState
+from .passes.thresholds_to_requant import ThresholdsToRequant
 
 __all__ = ["load", "prepare", "FixedPointInputWarning"]
 
@@ -143,12 +144,15 @@ def _constants(wrapper) -> dict:
 
 
 def load(model, *, input_type: DataType | None = None,
-         input_scale: float | None = None, warn: bool = True) -> Network:
+         input_scale: float | None = None, warn: bool = True,
+         requant: bool = True) -> Network:
     """Load a QONNX model (path or ``onnx.ModelProto``) into an integer ``Network``.
 
     ``input_type``/``input_scale`` set the fixed-point input grid of a model whose first
     linear layer reads the float input without a quantizer (ignored otherwise). ``warn``
-    enables the ``FixedPointInputWarning`` when that grid is a default.
+    enables the ``FixedPointInputWarning`` when that grid is a default. ``requant``
+    replaces many-level thresholds by an equal shift-and-round requantization where one
+    exists (``passes.thresholds_to_requant``).
     """
     if input_type is not None and not isinstance(input_type, DataType):
         raise TypeError(f"Input type must be a DataType, not {input_type!r}")
@@ -161,4 +165,7 @@ def load(model, *, input_type: DataType | None = None,
     consts = _constants(wrapper)
     state = LoweringState(wrapper, consts, input_type=input_type, input_scale=input_scale,
                           warn=warn)
-    return state.run()
+    net = state.run()
+    if requant:
+        net, _ = ThresholdsToRequant().apply(net)
+    return net

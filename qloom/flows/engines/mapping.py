@@ -6,11 +6,12 @@ stream order is already the flattened order)."""
 from __future__ import annotations
 
 from ...errors import UnsupportedModelError
-from ...nn.ir import Add, Conv, Dense, Flatten, MaxPool, MultiThreshold, Network
+from ...nn.ir import Add, Conv, Dense, Flatten, MaxPool, MultiThreshold, Network, Requant
 from .add import AddEngine
 from .conv import ConvEngine
 from .dense import DenseEngine
 from .pool import PoolEngine
+from .requant import RequantEngine
 from .threshold import SEARCH_FROM, ThresholdEngine
 
 __all__ = ["map_network"]
@@ -50,20 +51,17 @@ def map_network(net: Network) -> tuple[list, str, str]:
             continue
         if isinstance(layer, Dense):
             thr = fusable(layer)
-            vectors = 1
-            for d in shape_in[:-1]:
-                vectors *= d
-            engine = DenseEngine(_rebind(layer, inputs), thr, vectors)
+            engine = DenseEngine(_rebind(layer, inputs), thr, _pixels(shape_in))
         elif isinstance(layer, Conv):
             thr = fusable(layer)
             engine = ConvEngine(_rebind(layer, inputs), thr, shape_in,
                                 net.shape_of(layer.output))
         elif isinstance(layer, MultiThreshold):
             thr = None
-            pixels = 1
-            for d in shape_in[:-1]:
-                pixels *= d
-            engine = ThresholdEngine(_rebind(layer, inputs), pixels)
+            engine = ThresholdEngine(_rebind(layer, inputs), _pixels(shape_in))
+        elif isinstance(layer, Requant):
+            thr = None
+            engine = RequantEngine(_rebind(layer, inputs), _pixels(shape_in))
         elif isinstance(layer, MaxPool):
             thr = None
             engine = PoolEngine(_rebind(layer, inputs), shape_in,
@@ -75,11 +73,19 @@ def map_network(net: Network) -> tuple[list, str, str]:
         else:
             raise UnsupportedModelError(
                 f"no hardware engine for {layer.op} layers yet; supported: Dense, Conv, "
-                f"MultiThreshold, MaxPool, Add, Flatten", node=layer.name)
+                f"MultiThreshold, Requant, MaxPool, Add, Flatten", node=layer.name)
         if thr is not None:
             fused.add(thr.name)
         engines.append(engine)
     return engines, real(net.input), real(net.output)
+
+
+def _pixels(shape) -> int:
+    """Vectors (pixels) in a channels-last tensor: every axis but the last."""
+    count = 1
+    for d in shape[:-1]:
+        count *= d
+    return count
 
 
 def _rebind(layer, inputs):

@@ -1,0 +1,50 @@
+"""Shift-and-round requantization of a many-level activation (see
+``qloom.nn.passes.thresholds_to_requant``)."""
+
+from __future__ import annotations
+
+import math
+
+from ...nn.ir import Requant
+from ..cost import Resources
+from .base import Engine, Fold, divisors
+
+__all__ = ["RequantEngine"]
+
+
+class RequantEngine(Engine):
+    kind = "requant"
+
+    def __init__(self, layer: Requant, pixels: int):
+        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.layer, self.pixels = layer, pixels
+
+    def folds(self):
+        return [Fold(pe) for pe in divisors(self.layer.channels)]
+
+    def cycles(self, fold):
+        return self.pixels * (self.layer.channels // fold.pe)
+
+    def resources(self, fold, options, dsps=0):
+        bits = self.layer.in_type.bits + 2
+        folds = self.layer.channels // fold.pe
+        # Per lane: the offset adder, the rounding increment, the clamp, and the offset
+        # table as a mux over the channel folds.
+        per_lane = 3 * bits + self.layer.out_type.bits + bits * math.ceil((folds - 1) / 3)
+        return Resources(lut=fold.pe * per_lane + 10,
+                         ff=fold.pe * (bits + self.layer.out_type.bits) + 8)
+
+    def in_lanes(self, fold):
+        return fold.pe
+
+    def out_lanes(self, fold):
+        return fold.pe
+
+    def nodes(self, fold, options, dsps=0):
+        from ...hw.requant import Requantizer
+        from ...hw.top import Node
+        layer = self.layer
+        unit = Requantizer(bias=layer.bias, shift=layer.shift, rounding=layer.rounding,
+                           lo=layer.lo, hi=layer.hi, in_type=layer.in_type,
+                           out_type=layer.out_type, lanes=fold.pe)
+        return [Node(self.name, unit, self.inputs, self.output)]

@@ -1,0 +1,115 @@
+"""Shift-and-round requantization: ``code = clip(round((x + bias[c]) / 2**shift), lo, hi)``
+per lane, the exact stand-in for a many-level threshold unit (see
+``qloom.nn.passes.thresholds_to_requant``).
+
+A pixel's ``C`` channels arrive as ``C/lanes`` words (word ``j`` lane ``p`` is channel
+``j*lanes + p``); the per-channel offsets are constants selected by the channel fold.
+Two register stages (add, then round and clamp) behind one global stall: one word per
+cycle, latency 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..nn.dtypes import DataType, smallest_type
+from ..nn.ir import Rounding
+from .types import shape_of
+
+__all__ = ["Requantizer"]
+
+
+class Requantizer(wiring.Component):
+    """``i``: ``ArrayLayout(shape_of(in_type), lanes)`` -> ``o``:
+    ``ArrayLayout(shape_of(out_type), lanes)``."""
+
+    latency = 2
+
+    def __init__(self, *, bias, shift: int, rounding: Rounding, lo: int, hi: int,
+                 in_type: DataType, out_type: DataType, lanes: int):
+        if not isinstance(in_type, DataType) or not isinstance(out_type, DataType):
+            raise TypeError(f"Datatypes must be qloom DataTypes, not {in_type!r} and "
+                            f"{out_type!r}")
+        if out_type.bipolar or in_type.bipolar:
+            raise ValueError("Requantization takes and gives integers, not bipolar values")
+        if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 1:
+            raise TypeError(f"Lane count must be a positive integer, not {lanes!r}")
+        if not isinstance(shift, int) or isinstance(shift, bool) or shift < 0:
+            raise TypeError(f"Shift must be a non-negative integer, not {shift!r}")
+        if not isinstance(rounding, Rounding):
+            raise TypeError(f"Rounding must be a Rounding, not {rounding!r}")
+        bias = np.asarray(bias)
+        if bias.ndim != 1 or not np.issubdtype(bias.dtype, np.integer):
+            raise TypeError(f"Bias must be a 1-D integer array, not {bias!r}")
+        if bias.size % lanes:
+            raise ValueError(f"Channel count ({bias.size}) must be divisible by lanes ({lanes})")
+        if not (out_type.min <= lo <= hi <= out_type.max):
+            raise ValueError(f"Clamp range [{lo}, {hi}] must lie within {out_type} "
+                             f"[{out_type.min}, {out_type.max}]")
+        self._bias = bias.astype(np.int64)
+        self._shift, self._rounding, self._lo, self._hi = shift, rounding, lo, hi
+        self._in_type, self._out_type, self._lanes = in_type, out_type, lanes
+        self._sum_type = smallest_type(in_type.min + int(self._bias.min()),
+                                       in_type.max + int(self._bias.max()))
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), lanes))),
+            "o": Out(stream.Signature(data.ArrayLayout(shape_of(out_type), lanes))),
+        })
+
+    @property
+    def lanes(self) -> int:
+        return self._lanes
+
+    @property
+    def channels(self) -> int:
+        return self._bias.size
+
+    @property
+    def out_type(self) -> DataType:
+        return self._out_type
+
+    def _round(self, y):
+        """``round(y / 2**shift)`` for a signed value ``y``, in this unit's rounding mode."""
+        s = self._shift
+        if s == 0:
+            return y
+        q = y >> s
+        rem = y.as_unsigned()[:s]
+        half = 1 << (s - 1)
+        up = {Rounding.FLOOR: Const(0, 1),
+              Rounding.CEIL: rem != 0,
+              Rounding.HALF_UP: rem >= half,
+              Rounding.HALF_EVEN: (rem > half) | ((rem == half) & q[0])}[self._rounding]
+        return q + up
+
+    def elaborate(self, platform):
+        m = Module()
+        folds = self.channels // self._lanes
+        advance = Signal()
+        m.d.comb += [advance.eq(~self.o.valid | self.o.ready), self.i.ready.eq(advance)]
+
+        fold = Signal(range(max(2, folds)))
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += fold.eq(Mux(fold == folds - 1, 0, fold + 1))
+
+        width = self._sum_type.bits + 1
+        sums = [Signal(signed(width), name=f"sum{p}") for p in range(self._lanes)]
+        rounded = [Signal(signed(width + 1), name=f"rounded{p}") for p in range(self._lanes)]
+        # Combinational values as whole assignments outside any If (see qloom.sim.rtl_check).
+        m.d.comb += [r.eq(self._round(y)) for r, y in zip(rounded, sums)]
+        valid1 = Signal()
+        with m.If(advance):
+            m.d.sync += [valid1.eq(self.i.valid), self.o.valid.eq(valid1)]
+            for p in range(self._lanes):
+                # The lane's offsets packed in one constant and selected by a shift, which
+                # Yosys writes as an `assign` (an Array would become an `always @*`).
+                table = Cat(Const(int(b), signed(width)) for b in self._bias[p::self._lanes])
+                offset = table.word_select(fold, width).as_signed()
+                r = rounded[p]
+                m.d.sync += [sums[p].eq(self.i.payload[p] + offset),
+                             self.o.payload[p].eq(
+                                 Mux(r < self._lo, self._lo, Mux(r > self._hi, self._hi, r)))]
+        return m

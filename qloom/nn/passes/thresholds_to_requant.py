@@ -1,0 +1,104 @@
+"""Replace a many-level MultiThreshold by a shift-and-round requantization when, and only
+when, the two are provably equal over the layer's whole input range.
+
+With power-of-two scales (the jet tagger: 2**-15 accumulators into 2**-6 activations) an
+activation quantizer is ``clip(round((x + b) / 2**s))``: one adder, a shift and a clamp per
+lane instead of up to 255 stored thresholds per channel. The thresholds found by bisection
+are exact; this pass searches a shift, rounding mode and per-channel offset whose level
+boundaries, clamped to each channel's input range, are the same integers. Equal boundaries
+mean equal functions on that range, so nothing is approximated; anything else keeps its
+thresholds.
+
+Works on the integer network (not the ONNX graph) with the QONNX ``Transformation``
+contract: ``apply(net) -> (net, changed)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..dtypes import DataType
+from ..ir import Conv, Dense, MultiThreshold, Network, Requant, Rounding, round_shift
+
+__all__ = ["ThresholdsToRequant", "MIN_LEVELS"]
+
+# Below this many thresholds per channel a threshold unit is as cheap as a requantizer.
+MIN_LEVELS = 7
+
+
+def _boundaries(levels: np.ndarray, shift: int, rounding: Rounding) -> np.ndarray:
+    """Per level L, the least integer y with round(y / 2**shift) >= L."""
+    if shift == 0:
+        return levels.copy()
+    step, half = 1 << shift, 1 << (shift - 1)
+    base = {Rounding.FLOOR: levels * step,
+            Rounding.CEIL: (levels - 1) * step + 1,
+            Rounding.HALF_UP: levels * step - half,
+            Rounding.HALF_EVEN: levels * step - half + (levels & 1)}[rounding]
+    # The closed forms above, checked once against the definition.
+    assert np.all(round_shift(base, shift, rounding) >= levels)
+    assert np.all(round_shift(base - 1, shift, rounding) < levels)
+    return base
+
+
+def _input_range(net: Network, layer: MultiThreshold) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel, the exact range of the threshold layer's input."""
+    channels = layer.channels
+    producer = net.producer(layer.inputs[0])
+    if isinstance(producer, Dense):
+        return producer.acc_range()
+    if isinstance(producer, Conv):
+        return producer.acc_range(net.shape_of(producer.inputs[0])[-1])
+    dtype = net.tensors[layer.inputs[0]].dtype
+    return np.full(channels, dtype.min), np.full(channels, dtype.max)
+
+
+def _fit(layer: MultiThreshold, lo, hi, shift: int, rounding: Rounding):
+    """Per-channel offsets making requantization equal to ``layer`` on [lo, hi], or None."""
+    code_lo = int(layer.bias[0])
+    levels = np.arange(code_lo + 1, code_lo + layer.num_thresholds + 1, dtype=np.int64)
+    bounds = _boundaries(levels, shift, rounding)
+    want = np.clip(layer.thresholds, lo[:, None], hi[:, None] + 1)
+    offsets = np.empty(layer.channels, dtype=np.int64)
+    for c in range(layer.channels):
+        inside = np.flatnonzero((layer.thresholds[c] > lo[c]) & (layer.thresholds[c] <= hi[c]))
+        if inside.size:
+            k = inside[0]
+            offsets[c] = bounds[k] - layer.thresholds[c, k]
+        else:   # constant on the range: n levels always on, the rest never
+            n = int(np.sum(layer.thresholds[c] <= lo[c]))
+            offsets[c] = bounds[n - 1] - lo[c] if n else bounds[0] - (hi[c] + 1)
+    got = np.clip(bounds[None, :] - offsets[:, None], lo[:, None], hi[:, None] + 1)
+    return offsets if np.array_equal(got, want) else None
+
+
+def _requant(net: Network, layer: MultiThreshold) -> Requant | None:
+    if layer.num_thresholds < MIN_LEVELS or layer.out_type.bipolar:
+        return None
+    if np.any(layer.sign != 1) or np.any(layer.bias != layer.bias[0]):
+        return None
+    lo, hi = (np.asarray(a, dtype=np.int64) for a in _input_range(net, layer))
+    in_type: DataType = net.tensors[layer.inputs[0]].dtype
+    for shift in range(in_type.bits + 2):
+        for rounding in Rounding:
+            offsets = _fit(layer, lo, hi, shift, rounding)
+            if offsets is not None:
+                return Requant(layer.name, layer.inputs, layer.output, bias=offsets,
+                               shift=shift, rounding=rounding, lo=int(layer.bias[0]),
+                               hi=int(layer.bias[0]) + layer.num_thresholds,
+                               in_type=in_type, out_type=layer.out_type)
+    return None
+
+
+class ThresholdsToRequant:
+    """Swap each many-level MultiThreshold for an equal ``Requant``, where one exists."""
+
+    def apply(self, net: Network) -> tuple[Network, bool]:
+        layers, changed = [], False
+        for layer in net.layers:
+            new = _requant(net, layer) if isinstance(layer, MultiThreshold) else None
+            layers.append(new if new is not None else layer)
+            changed |= new is not None
+        return (dataclasses.replace(net, layers=layers) if changed else net), changed
