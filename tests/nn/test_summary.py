@@ -25,4 +25,5 @@ def test_render_table(load_example):
     assert lines[1].split()[:2] == ["layer", "op"]
     assert lines[3].split()[:4] == ["MatMul_0", "Dense", "16", "64"]
     assert lines[-1].split()[:3] == ["total", "7", "layers"]
-    assert lines[-1].split()[-2:] == ["4,256", "182,784"]
+    # 4,256 six-bit weights plus one requantization offset per channel (64x24 + 2x32x15 bits)
+    assert lines[-1].split()[-2:] == ["4,256", "28,032"]
