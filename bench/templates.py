@@ -170,7 +170,9 @@ def main(argv=None) -> int:
                 try:
                     row = measure(case, family, Path(tmp) / f"{len(rows)}", not args.no_pnr)
                 except ToolError as e:
-                    print(f"{case.name:44} {family:6} failed: {str(e).splitlines()[0]}")
+                    lines = str(e).splitlines()
+                    reason = next((x for x in lines if "ERROR" in x), lines[0])
+                    print(f"{case.name:44} {family:6} failed: {reason.strip()}")
                     continue
                 rows.append(row)
                 fmax = f"{row['fmax_mhz']:.1f}" if row["fmax_mhz"] else "-"
