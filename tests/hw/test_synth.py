@@ -6,6 +6,7 @@ tiny design (fast)."""
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,13 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "templates.py"
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_templates", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    """bench/templates.py (not a package), registered so that its dataclasses resolve."""
+    if "bench_templates" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_templates", BENCH)
+        bench = importlib.util.module_from_spec(spec)
+        sys.modules["bench_templates"] = bench
+        spec.loader.exec_module(bench)
+    return sys.modules["bench_templates"]
 
 
 class Accumulator(wiring.Component):
