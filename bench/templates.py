@@ -68,11 +68,11 @@ def _thresholding(channels, levels, pe, in_bits):
     return Thresholding(spec=spec, in_type=int_type(in_bits), pe=pe)
 
 
-def _systolic(rows, cols, k, n):
+def _systolic(rows, cols, k, n, dsp_budget=None):
     from qloom.hw.systolic import SystolicArray
     weights = _rng(rows * cols).integers(-128, 128, size=(n, k))
     return SystolicArray(weights=weights, w_type=int_type(8), in_type=int_type(8),
-                         rows=rows, cols=cols)
+                         rows=rows, cols=cols, dsp_budget=dsp_budget)
 
 
 def _swg(size, channels, simd):
@@ -132,7 +132,8 @@ def cases(size: str = "all") -> list[Case]:
         Case("mvu_mac 32x16 pe4 simd4 w6a6 dsp0",
              lambda: _mvu(32, 16, 4, 4, int_type(6), int_type(6), dsp_budget=0), dsp_budget=0),
         Case("threshold 64ch 15lv pe8", lambda: _thresholding(64, 15, 8, 12)),
-        Case("systolic 4x4 w8a8", lambda: _systolic(4, 4, 16, 8)),
+        Case("systolic 4x4 w8a8 dsp8", lambda: _systolic(4, 4, 16, 8, dsp_budget=8),
+             dsp_budget=8),
         Case("swg 14x14x8 k3 simd4", lambda: _swg(14, 8, 4)),
         Case("maxpool 16x16x16 k2 lanes4", lambda: _pool(16, 16, 4)),
     ]
