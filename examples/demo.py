@@ -1,7 +1,7 @@
 """`make demo`: a real published model from QONNX to a verified accelerator and a bitstream.
 
 1. load the bundled TFC-w1a1 (binary MNIST MLP, Brevitas/FINN) and print its layer table;
-2. check the integer reference against qonnx's own executor on 1,000 MNIST-like inputs;
+2. check the integer reference against qonnx's own executor on 200 MNIST-like inputs;
 3. compile it for the iCEBreaker (iCE40UP5K), folding chosen to fit the board;
 4. simulate 200 frames of the generated Verilog in Icarus (cocotb), bit for bit;
 5. build the bitstream with Yosys + nextpnr (YoWASP) and print its report.
@@ -53,8 +53,8 @@ def main(argv=None) -> int:
     net = qloom.load(args.model)
     print(render_table(summarize(net)))
 
-    banner("2. integer reference vs qonnx execute_onnx, 1,000 inputs")
-    x = mnist_like(1000)
+    banner("2. integer reference vs qonnx execute_onnx, 200 inputs")
+    x = mnist_like(200)
     report = compare_with_qonnx(args.model, net, x)
     print(report.summary())
     if not report.ok:
