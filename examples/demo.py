@@ -75,9 +75,16 @@ def main(argv=None) -> int:
 
     if not args.skip_build:
         banner(f"5. bitstream for {args.board} (Yosys + nextpnr from YoWASP)")
-        from qloom.flows.build import build
-        build_report = build(args.out, board=args.board)
-        print(json.dumps(build_report, indent=2))
+        from qloom.flows.build import build_board
+        built = build_board(args.out, board=args.board)
+        r = built.report
+        print(f"bitstream: {built.bitstream}")
+        print(f"Fmax {r['fmax_mhz']:.1f} MHz at a target of {r['target_mhz']:g} MHz "
+              f"(timing {'met' if r['timing_met'] else 'NOT met'})")
+        for kind, use in r["utilization"].items():
+            est = (r.get("estimated") or {}).get(kind)
+            print(f"  {kind:5s} {use['used']:>6} of {use['available']:>6}"
+                  + (f"   (estimated {est})" if est is not None else ""))
 
     print(f"\ndemo done in {time.perf_counter() - t0:.0f} s; outputs in {args.out}/")
     return 0

@@ -22,7 +22,7 @@ from ..errors import QloomError
 from .cost import Family, Resources
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
-from .plan import Plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file, read_fold_file
+from .plan import Plan, fifo_plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file, read_fold_file
 from .report import render_report_md
 
 __all__ = ["CompileConfig", "Design", "compile_model", "run_steps", "STEPS"]
@@ -138,23 +138,12 @@ def step_build(state, cfg):
 
 
 def _edge_buffers(state) -> dict:
-    """Elements to buffer on the edges that need more than a skid buffer.
-
-    A matrix-vector unit takes a whole input vector during its first neuron fold; when its
-    producer is slower than one word per cycle the vector has to be waiting in a FIFO, or
-    the unit idles through that fold. A residual's skip path must hold what the other
-    branch swallows before it answers: both inputs of an add get a whole frame.
-    """
-    from .engines.dense import DenseEngine
-    net = state.network
-    buffers = {}
-    for e in state.engines:
-        if isinstance(e, DenseEngine):
-            buffers[(e.inputs[0], e.name)] = e.dense.mw
-        if e.kind == "add":
-            for t in e.inputs:
-                buffers[(t, e.name)] = int(np.prod(net.shape_of(e.output)))
-    return buffers
+    """Elements to buffer on the edges between engines that need more than a skid buffer
+    (``Engine.buffered_elements``: a vector a matrix unit takes at once, a residual's skip
+    path); sized as the cost model counted them."""
+    by_name = {e.name: e for e in state.engines}
+    return {edge: by_name[edge[1]].buffered_elements()
+            for edge in fifo_plan(state.engines, state.plan.folds)}
 
 
 def step_emit(state, cfg):

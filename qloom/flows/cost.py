@@ -11,7 +11,7 @@ import enum
 import math
 from dataclasses import dataclass, fields
 
-__all__ = ["Family", "Resources", "memory_cost", "use_block_ram", "adder_tree_luts", "comparator_luts"]
+__all__ = ["Family", "Resources", "memory_cost", "ram_cost", "use_block_ram", "adder_tree_luts", "comparator_luts"]
 
 
 class Family(enum.Enum):
@@ -70,11 +70,31 @@ def _rom_luts(depth: int, width: int) -> int:
     return width * (leaves + (leaves - 1) // 3)
 
 
-def use_block_ram(depth: int, width: int, family: Family) -> bool:
-    """Whether a read-only memory of ``depth`` words of ``width`` bits belongs in block RAM."""
+def _ram_logic(depth: int, width: int) -> Resources:
+    """A writable memory in flip-flops (iCE40 has no LUT RAM): the words plus a read mux."""
+    return Resources(lut=width * ((depth - 1 + 2) // 3), ff=depth * width + width)
+
+
+def use_block_ram(depth: int, width: int, family: Family, writable: bool = False) -> bool:
+    """Whether a memory of ``depth`` words of ``width`` bits belongs in block RAM: a
+    read-only one from 17 words on when its LUTs would cost more than the blocks, a
+    writable one when its flip-flops and read mux would."""
+    blocks = _LUTS_PER_BRAM[family] * _bram_count(depth, width, family)
+    if writable:
+        logic = _ram_logic(depth, width)
+        return depth > 2 and logic.lut + logic.ff > blocks
     if depth <= 16:
         return False
-    return _rom_luts(depth, width) > _LUTS_PER_BRAM[family] * _bram_count(depth, width, family)
+    return _rom_luts(depth, width) > blocks
+
+
+def ram_cost(depth: int, width: int, family: Family, block: bool | None = None) -> Resources:
+    """A writable buffer with one write and one registered read port."""
+    if block is None:
+        block = use_block_ram(depth, width, family, writable=True)
+    if block:
+        return Resources(bram=_bram_count(depth, width, family))
+    return _ram_logic(depth, width)
 
 
 def memory_cost(depth: int, width: int, family: Family, block: bool | None = None) -> Resources:

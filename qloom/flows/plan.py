@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import QloomError
-from .cost import Resources
+from .cost import Resources, ram_cost
 from .engines.base import BuildOptions, Engine, Fold
 
 __all__ = ["Plan", "DEFAULT_LANES", "plan_for_cycles", "plan_default", "plan_from_file",
@@ -66,12 +66,38 @@ def _allocate_dsps(engines, folds, options: BuildOptions) -> dict:
     return dsps
 
 
+def fifo_plan(engines, folds) -> dict:
+    """Per (tensor, engine) edge fed by another engine: (words, lanes) of its FIFO, which
+    sits on the wider side of any width conversion and is at least 3 words deep."""
+    producers = {e.output: e for e in engines}
+    plan = {}
+    for e in engines:
+        for t in e.inputs:
+            if t not in producers:
+                continue          # the top-level input: the host sets the pace
+            p = producers[t]
+            lanes = max(p.out_lanes(folds[p.name]), e.in_lanes(folds[e.name]))
+            plan[(t, e.name)] = (max(3, math.ceil(e.buffered_elements() / lanes)), lanes)
+    return plan
+
+
+def _fifo_resources(engines, folds, options) -> dict:
+    """Estimated FIFOs in front of each engine (a register stage plus storage)."""
+    cost = {e.name: Resources() for e in engines}
+    by_name = {e.name: e for e in engines}
+    for (t, name), (words, lanes) in fifo_plan(engines, folds).items():
+        width = lanes * by_name[name].in_bits
+        cost[name] += ram_cost(words - 1, width, options.family) + Resources(lut=8, ff=width)
+    return cost
+
+
 def _finish(engines, folds, options, how) -> Plan:
     dsps = _allocate_dsps(engines, folds, options)
+    fifos = _fifo_resources(engines, folds, options)
     return Plan(folds=folds, dsps=dsps,
                 cycles={e.name: e.cycles(folds[e.name]) for e in engines},
                 resources={e.name: e.resources(folds[e.name], options, dsps[e.name])
-                           for e in engines},
+                           + fifos[e.name] for e in engines},
                 how=how)
 
 

@@ -18,7 +18,8 @@ taken to its first output word being taken, with no stalls on either side:
 ``SF - 1 + 2 + register_products + register_adder_tree + (1 if thresholds are fused)``.
 
 Weights live in a read-only :class:`amaranth.lib.memory.Memory` of ``NF*SF`` words of
-``PE*SIMD`` lanes, read synchronously, placed by ``ram_style``. The accumulator is exactly
+``PE*SIMD`` lanes, read synchronously, placed by ``ram_style`` (the fused thresholds by
+``threshold_ram_style``, the input vector buffer by ``buffer_ram_style``). The accumulator is exactly
 as wide as the worst case of the actual weights over every input of ``in_type``.
 """
 
@@ -66,6 +67,8 @@ class MVU(wiring.Component):
     def __init__(self, *, weights: np.ndarray, w_type: DataType, in_type: DataType,
                  pe: int, simd: int, threshold: ThresholdSpec | None = None,
                  dsp_budget: int | None = None, ram_style: RamStyle = RamStyle.AUTO,
+                 threshold_ram_style: RamStyle = RamStyle.AUTO,
+                 buffer_ram_style: RamStyle = RamStyle.AUTO,
                  register_products: bool | None = None,
                  register_adder_tree: bool | None = None):
         if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.integer):
@@ -96,8 +99,9 @@ class MVU(wiring.Component):
                                        or isinstance(dsp_budget, bool) or dsp_budget < 0):
             raise TypeError(f"DSP budget must be a non-negative integer or None, "
                             f"not {dsp_budget!r}")
-        if not isinstance(ram_style, RamStyle):
-            raise TypeError(f"RAM style must be a RamStyle, not {ram_style!r}")
+        for style in (ram_style, threshold_ram_style, buffer_ram_style):
+            if not isinstance(style, RamStyle):
+                raise TypeError(f"RAM style must be a RamStyle, not {style!r}")
         _optional_bool("Register products", register_products)
         _optional_bool("Register adder tree", register_adder_tree)
 
@@ -106,6 +110,7 @@ class MVU(wiring.Component):
         self._w_type, self._in_type = w_type, in_type
         self._datapath = select_datapath(w_type, in_type)
         self._threshold, self._ram_style = threshold, ram_style
+        self._threshold_ram_style, self._buffer_ram_style = threshold_ram_style, buffer_ram_style
         pos, neg = np.clip(self._weights, 0, None), np.clip(self._weights, None, 0)
         self._acc_lo = int((pos.sum(1) * in_type.min + neg.sum(1) * in_type.max).min())
         self._acc_hi = int((pos.sum(1) * in_type.max + neg.sum(1) * in_type.min).max())
@@ -202,7 +207,8 @@ class MVU(wiring.Component):
                          x_from_stream.eq(from_stream)]
         in_layout = self.i.payload.shape()
         if nf > 1:
-            m.submodules.buffer = buffer = Memory(shape=in_layout, depth=sf, init=[])
+            m.submodules.buffer = buffer = Memory(shape=in_layout, depth=sf, init=[],
+                                                      attrs=self._buffer_ram_style.attrs)
             b_write, b_read = buffer.write_port(), buffer.read_port()
             m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
                          b_write.en.eq(issue & from_stream),
@@ -275,7 +281,7 @@ class MVU(wiring.Component):
         else:
             table = ThresholdTable(self._threshold, self._pe, lo=self._acc_lo,
                                    hi=self._acc_hi)
-        mem, layout = table.parallel_memory(self._ram_style)
+        mem, layout = table.parallel_memory(self._threshold_ram_style)
         m.submodules.thresholds = mem
         port = mem.read_port()
         fold = Signal(range(self.neuron_folds))

@@ -21,6 +21,10 @@ class AddEngine(Engine):
         for d in shape:
             self.elements *= d
 
+    def buffered_elements(self) -> int:
+        # The skip path must hold what the other branch swallows before it answers.
+        return self.elements
+
     def folds(self):
         return [Fold(pe) for pe in divisors(self.channels)]
 
@@ -30,6 +34,10 @@ class AddEngine(Engine):
     def resources(self, fold, options, dsps=0):
         bits = max(self.a_type.bits, self.b_type.bits) + 1
         return Resources(lut=fold.pe * bits + 4, ff=fold.pe * bits + 2)
+
+    @property
+    def in_bits(self) -> int:
+        return max(self.a_type.bits, self.b_type.bits)
 
     def in_lanes(self, fold):
         return fold.pe

@@ -63,6 +63,16 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def in_lanes(self, fold: Fold) -> int: ...
 
+    @property
+    @abc.abstractmethod
+    def in_bits(self) -> int:
+        """Bits of one input element."""
+
+    def buffered_elements(self) -> int:
+        """Input elements the FIFO in front of this engine must hold beyond a skid
+        buffer when its producer is another engine (see ``qloom.flows.compile``)."""
+        return 0
+
     @abc.abstractmethod
     def out_lanes(self, fold: Fold) -> int: ...
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from ...nn.ir import Conv, MultiThreshold
 from ..cost import Resources, memory_cost
 from .base import BuildOptions, Engine, Fold, divisors
-from .dense import datapath_of, mvu_resources, pipeline_options, ram_style, threshold_spec
+from .dense import (datapath_of, memory_styles, mvu_resources, pipeline_options,
+                    threshold_spec)
 
 __all__ = ["ConvEngine"]
 
@@ -61,6 +62,10 @@ class ConvEngine(Engine):
             unit += Resources(ff=fold.pe * fold.simd * (acc_bits + bits))
         return swg + unit
 
+    @property
+    def in_bits(self) -> int:
+        return self.conv.in_type.bits
+
     def in_lanes(self, fold):
         return fold.simd
 
@@ -83,9 +88,12 @@ class ConvEngine(Engine):
                                  rows=fold.simd, cols=fold.pe, dsp_budget=dsps)
         else:
             from ...hw.mvu import MVU
+            unit_acc_bits = conv.acc_type(self.in_c).bits
             unit = MVU(weights=weights, w_type=conv.w_type, in_type=conv.in_type,
                        pe=fold.pe, simd=fold.simd, threshold=spec, dsp_budget=dsps,
-                       ram_style=ram_style(self.out_c, self.mw, fold, conv.w_type, options),
+                       **memory_styles(self.out_c, self.mw, fold.pe, fold.simd, conv.w_type,
+                                       conv.in_type, unit_acc_bits, self.threshold,
+                                       options.family).ram_styles(),
                        **pipeline_options(MVU, options))
         nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
         if self.systolic and spec is not None:

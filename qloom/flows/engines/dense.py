@@ -4,10 +4,12 @@ following activation's thresholds fused into its output."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ...nn.dtypes import BINARY, BIPOLAR, TERNARY, DataType
 from ...nn.ir import Dense, MultiThreshold
-from ..cost import Resources, adder_tree_luts, comparator_luts, memory_cost, use_block_ram
+from ..cost import (Family, Resources, adder_tree_luts, comparator_luts, memory_cost, ram_cost,
+                    use_block_ram)
 from .base import BuildOptions, Engine, Fold, divisors
 
 __all__ = ["DenseEngine", "datapath_of", "mvu_resources"]
@@ -43,17 +45,21 @@ def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
     acc = Resources(lut=pe * (acc_bits + 2), ff=pe * acc_bits * (2 if options.pipeline else 1))
     tree_regs = Resources(ff=pe * (acc_bits + 2) * (math.ceil(math.log2(max(2, simd))) // 2)
                           if options.pipeline else 0)
-    depth, width = (mh // pe) * (mw // simd), pe * simd * wb
-    block = use_block_ram(depth, width, options.family)
-    weights = memory_cost(depth, width, options.family, block)
-    inbuf = memory_cost(2 * (mw // simd), simd * ib, options.family) + Resources(ff=simd * ib)
+    styles = memory_styles(mh, mw, pe, simd, w_type, in_type, acc_bits, threshold,
+                           options.family)
+    weights = memory_cost((mh // pe) * (mw // simd), pe * simd * wb, options.family,
+                          styles.weights)
+    # The input vector is buffered for the later neuron folds (only when there are some).
+    inbuf = Resources(ff=simd * ib)
+    if mh // pe > 1:
+        inbuf += ram_cost(mw // simd, simd * ib, options.family, styles.buffer)
     total = _CONTROL + compute + acc + tree_regs + weights + inbuf
     if threshold is not None:
         k = threshold.num_thresholds
         out_bits = threshold.out_type.bits
         total += Resources(lut=pe * (k * comparator_luts(acc_bits) + adder_tree_luts(k, 1)),
                            ff=pe * out_bits * 2)
-        total += memory_cost(mh // pe, pe * k * acc_bits, options.family, block)
+        total += memory_cost(mh // pe, pe * k * acc_bits, options.family, styles.thresholds)
     return total
 
 
@@ -87,11 +93,24 @@ class DenseEngine(Engine):
                              acc_bits=self.dense.acc_type.bits, threshold=self.threshold,
                              options=options, dsps=dsps)
 
+    @property
+    def in_bits(self) -> int:
+        return self.dense.in_type.bits
+
     def in_lanes(self, fold):
         return fold.simd
 
     def out_lanes(self, fold):
         return fold.pe
+
+    def buffered_elements(self) -> int:
+        # The unit takes a whole vector during its first neuron fold.
+        return self.dense.mw
+
+    def styles(self, fold, options) -> "MemoryStyles":
+        d = self.dense
+        return memory_styles(d.mh, d.mw, fold.pe, fold.simd, d.w_type, d.in_type,
+                             d.acc_type.bits, self.threshold, options.family)
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.mvu import MVU
@@ -99,17 +118,37 @@ class DenseEngine(Engine):
         unit = MVU(weights=self.dense.weights, w_type=self.dense.w_type,
                    in_type=self.dense.in_type, pe=fold.pe, simd=fold.simd,
                    threshold=threshold_spec(self.threshold), dsp_budget=dsps,
-                   ram_style=ram_style(self.dense.mh, self.dense.mw, fold, self.dense.w_type,
-                                       options),
+                   **self.styles(fold, options).ram_styles(),
                    **pipeline_options(MVU, options))
         return [Node(self.name, unit, self.inputs, self.output)]
 
 
-def ram_style(mh, mw, fold: Fold, w_type: DataType, options: BuildOptions):
-    """Block RAM or logic for an MVU's weight memory, as the cost model chose it."""
-    from ...hw.weight_mem import RamStyle
-    depth, width = (mh // fold.pe) * (mw // fold.simd), fold.pe * fold.simd * w_type.bits
-    return RamStyle.BLOCK if use_block_ram(depth, width, options.family) else RamStyle.DISTRIBUTED
+@dataclass(frozen=True)
+class MemoryStyles:
+    """Block RAM (True) or logic (False) for each memory of one matrix-vector unit."""
+
+    weights: bool
+    thresholds: bool
+    buffer: bool
+
+    def ram_styles(self) -> dict:
+        """The MVU keyword arguments placing its memories accordingly."""
+        from ...hw.weight_mem import RamStyle
+
+        def style(block):
+            return RamStyle.BLOCK if block else RamStyle.DISTRIBUTED
+        return {"ram_style": style(self.weights),
+                "threshold_ram_style": style(self.thresholds),
+                "buffer_ram_style": style(self.buffer)}
+
+
+def memory_styles(mh, mw, pe, simd, w_type: DataType, in_type: DataType, acc_bits: int,
+                  threshold: MultiThreshold | None, family: Family) -> MemoryStyles:
+    k = threshold.num_thresholds if threshold is not None else 0
+    return MemoryStyles(
+        weights=use_block_ram((mh // pe) * (mw // simd), pe * simd * w_type.bits, family),
+        thresholds=k > 0 and use_block_ram(mh // pe, pe * k * acc_bits, family),
+        buffer=use_block_ram(mw // simd, simd * in_type.bits, family, writable=True))
 
 
 def threshold_spec(layer: MultiThreshold | None):

@@ -31,6 +31,10 @@ class PoolEngine(Engine):
         return row + Resources(lut=fold.pe * 2 * comparator_luts(bits) + 40,
                                ff=fold.pe * bits * 2 + 30)
 
+    @property
+    def in_bits(self) -> int:
+        return self.dtype.bits
+
     def in_lanes(self, fold):
         return fold.pe
 

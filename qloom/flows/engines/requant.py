@@ -34,6 +34,10 @@ class RequantEngine(Engine):
         return Resources(lut=fold.pe * per_lane + 10,
                          ff=fold.pe * (bits + self.layer.out_type.bits) + 8)
 
+    @property
+    def in_bits(self) -> int:
+        return self.layer.in_type.bits
+
     def in_lanes(self, fold):
         return fold.pe
 

@@ -51,6 +51,10 @@ class ThresholdEngine(Engine):
                          ff=fold.pe * (bits + self.layer.out_type.bits) + 10) + \
             memory_cost(folds, fold.pe * k * bits, options.family)
 
+    @property
+    def in_bits(self) -> int:
+        return self.layer.in_type.bits
+
     def in_lanes(self, fold):
         return fold.pe
 
