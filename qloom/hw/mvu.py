@@ -15,7 +15,9 @@ emptied): issue (weight memory and buffer addresses) -> operands -> [products re
 thresholds are fused. ``i.ready`` therefore depends combinationally on ``o.ready``; a
 FIFO between units cuts that path. ``latency`` counts cycles from a vector's first input word being
 taken to its first output word being taken, with no stalls on either side:
-``SF - 1 + 2 + register_products + register_adder_tree + (1 if thresholds are fused)``.
+``SF - 1 + 2 + register_products + register_adder_tree + split_adder_tree + (1 if
+thresholds are fused)``; a registered tree over more than 8 lanes is split by one more
+register stage (``split_adder_tree``).
 
 Weights live in a read-only :class:`amaranth.lib.memory.Memory` of ``NF*SF`` words of
 ``PE*SIMD`` lanes, read synchronously, placed by ``ram_style`` (the fused thresholds by
@@ -51,6 +53,10 @@ def _optional_bool(name: str, value) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool or None, not {value!r}")
     return value
+
+
+# Lanes summed before a register stage inside a registered adder tree.
+_TREE_GROUP = 8
 
 
 class MVU(wiring.Component):
@@ -165,7 +171,13 @@ class MVU(wiring.Component):
         """Cycles from a vector's first input word taken to its first output word taken,
         with no stalls (see the module documentation)."""
         return (self.synapse_folds + 1 + self._register_products + self._register_adder_tree
-                + (self._threshold is not None))
+                + self.split_adder_tree + (self._threshold is not None))
+
+    @property
+    def split_adder_tree(self) -> bool:
+        """Whether the adder tree has a register stage inside it (registered trees over
+        more than ``_TREE_GROUP`` lanes)."""
+        return self._register_adder_tree and self._simd > _TREE_GROUP
 
     def _weight_memory(self):
         nf, sf, pe, simd = self.neuron_folds, self.synapse_folds, self._pe, self._simd
@@ -222,6 +234,12 @@ class MVU(wiring.Component):
                   for s in range(self._simd)] for p in range(self._pe)]
         if self._register_products:
             terms, tag = self._stage(m, advance, "product", terms, tag)
+        if self.split_adder_tree:
+            # Sum groups of _TREE_GROUP lanes, register, then sum the groups: two shorter
+            # trees instead of one deep one (the critical path on iCE40 otherwise).
+            terms = [[tree_sum(lane[k:k + _TREE_GROUP])
+                      for k in range(0, len(lane), _TREE_GROUP)] for lane in terms]
+            terms, tag = self._stage(m, advance, "partial", terms, tag)
         dots = [tree_sum(lane) for lane in terms]
         if self._register_adder_tree:
             dots, tag = self._stage(m, advance, "dot", [dots], tag)
