@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from amaranth.hdl import Shape
 from amaranth.lib import data
 from amaranth.sim import Simulator
 

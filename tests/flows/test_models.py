@@ -6,8 +6,6 @@ backpressure. Slow tier (`make test-all`): every model under Verilator, and unde
 backpressure 0.3.
 """
 
-import json
-import shutil
 from pathlib import Path
 
 import numpy as np

@@ -8,7 +8,7 @@ from amaranth.sim import Simulator
 from qloom.hw.add import ElementwiseAdd
 from qloom.nn.dtypes import BIPOLAR, BINARY, TERNARY, int_type, uint_type
 from qloom.nn.ir import Add
-from qloom.sim.pysim import stream_get, stream_put
+from qloom.sim.pysim import stream_put
 
 
 def random_values(dtype, n, rng):

@@ -1,7 +1,6 @@
 """Every refusal is a QloomError naming the node and what is supported."""
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 

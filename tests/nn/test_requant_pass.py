@@ -2,7 +2,6 @@
 where the two are equal on the whole input range."""
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

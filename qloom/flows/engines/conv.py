@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...nn.ir import Conv, MultiThreshold
 from ..cost import Resources, memory_cost
-from .base import BuildOptions, Engine, Fold, divisors
+from .base import Engine, Fold, divisors
 from .dense import (datapath_of, memory_styles, mvu_resources, pipeline_options,
                     threshold_spec)
 
