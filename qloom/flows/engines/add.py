@@ -5,12 +5,12 @@ from __future__ import annotations
 from ...nn.dtypes import DataType
 from ...nn.ir import Add
 from ..cost import Resources
-from .base import Engine, Fold, divisors
+from .base import LaneEngine
 
 __all__ = ["AddEngine"]
 
 
-class AddEngine(Engine):
+class AddEngine(LaneEngine):
     kind = "add"
 
     def __init__(self, layer: Add, shape, a_type: DataType, b_type: DataType):
@@ -25,9 +25,6 @@ class AddEngine(Engine):
         # The skip path must hold what the other branch swallows before it answers.
         return self.elements
 
-    def folds(self):
-        return [Fold(pe) for pe in divisors(self.channels)]
-
     def cycles(self, fold):
         return self.elements // fold.pe
 
@@ -38,12 +35,6 @@ class AddEngine(Engine):
     @property
     def in_bits(self) -> int:
         return max(self.a_type.bits, self.b_type.bits)
-
-    def in_lanes(self, fold):
-        return fold.pe
-
-    def out_lanes(self, fold):
-        return fold.pe
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.add import ElementwiseAdd

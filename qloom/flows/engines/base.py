@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ...errors import QloomError
 from ..cost import Family, Resources
 
-__all__ = ["Fold", "BuildOptions", "Engine", "divisors"]
+__all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "divisors"]
 
 
 def divisors(n: int) -> list[int]:
@@ -110,3 +110,19 @@ class Engine(abc.ABC):
                                      f"not legal; allowed: {options}")
             raise QloomError(f"fold for layer '{self.name}': {spec} is not a legal folding")
         return fold
+
+
+class LaneEngine(Engine):
+    """An elementwise engine over channels-last pixels: ``pe`` lanes in and out, a legal
+    folding for every divisor of the channel count."""
+
+    channels: int
+
+    def folds(self):
+        return [Fold(pe) for pe in divisors(self.channels)]
+
+    def in_lanes(self, fold):
+        return fold.pe
+
+    def out_lanes(self, fold):
+        return fold.pe

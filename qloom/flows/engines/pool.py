@@ -5,21 +5,18 @@ from __future__ import annotations
 from ...nn.dtypes import DataType
 from ...nn.ir import MaxPool
 from ..cost import Resources, comparator_luts, memory_cost
-from .base import Engine, Fold, divisors
+from .base import LaneEngine
 
 __all__ = ["PoolEngine"]
 
 
-class PoolEngine(Engine):
+class PoolEngine(LaneEngine):
     kind = "maxpool"
 
     def __init__(self, layer: MaxPool, in_shape, dtype: DataType):
         super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
         self.layer, self.dtype = layer, dtype
         self.in_h, self.in_w, self.channels = in_shape
-
-    def folds(self):
-        return [Fold(pe) for pe in divisors(self.channels)]
 
     def cycles(self, fold):
         return self.in_h * self.in_w * (self.channels // fold.pe)
@@ -34,12 +31,6 @@ class PoolEngine(Engine):
     @property
     def in_bits(self) -> int:
         return self.dtype.bits
-
-    def in_lanes(self, fold):
-        return fold.pe
-
-    def out_lanes(self, fold):
-        return fold.pe
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.pool import MaxPool as PoolUnit

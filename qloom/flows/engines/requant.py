@@ -7,20 +7,18 @@ import math
 
 from ...nn.ir import Requant
 from ..cost import Resources
-from .base import Engine, Fold, divisors
+from .base import LaneEngine
 
 __all__ = ["RequantEngine"]
 
 
-class RequantEngine(Engine):
+class RequantEngine(LaneEngine):
     kind = "requant"
 
     def __init__(self, layer: Requant, pixels: int):
         super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.channels = layer.channels
         self.layer, self.pixels = layer, pixels
-
-    def folds(self):
-        return [Fold(pe) for pe in divisors(self.layer.channels)]
 
     def cycles(self, fold):
         return self.pixels * (self.layer.channels // fold.pe)
@@ -37,12 +35,6 @@ class RequantEngine(Engine):
     @property
     def in_bits(self) -> int:
         return self.layer.in_type.bits
-
-    def in_lanes(self, fold):
-        return fold.pe
-
-    def out_lanes(self, fold):
-        return fold.pe
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.requant import Requantizer

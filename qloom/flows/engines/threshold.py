@@ -7,7 +7,7 @@ import numpy as np
 
 from ...nn.ir import MultiThreshold
 from ..cost import Resources, adder_tree_luts, comparator_luts, memory_cost
-from .base import Engine, Fold, divisors
+from .base import LaneEngine
 from .dense import threshold_spec
 
 __all__ = ["ThresholdEngine", "SEARCH_FROM"]
@@ -17,19 +17,17 @@ __all__ = ["ThresholdEngine", "SEARCH_FROM"]
 SEARCH_FROM = 31
 
 
-class ThresholdEngine(Engine):
+class ThresholdEngine(LaneEngine):
     kind = "threshold"
 
     def __init__(self, layer: MultiThreshold, pixels: int):
         super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.channels = layer.channels
         self.layer, self.pixels = layer, pixels
 
     @property
     def search(self) -> bool:
         return self.layer.num_thresholds >= SEARCH_FROM
-
-    def folds(self):
-        return [Fold(pe) for pe in divisors(self.layer.channels)]
 
     def cycles(self, fold):
         # Both variants take one word per cycle (the binary search is pipelined).
@@ -54,12 +52,6 @@ class ThresholdEngine(Engine):
     @property
     def in_bits(self) -> int:
         return self.layer.in_type.bits
-
-    def in_lanes(self, fold):
-        return fold.pe
-
-    def out_lanes(self, fold):
-        return fold.pe
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.threshold import ThresholdMode, Thresholding
