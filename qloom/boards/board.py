@@ -28,12 +28,13 @@ class Family(enum.Enum):
 @dataclass(frozen=True)
 class Resources:
     """A count of the four resource kinds the cost model and the fit check speak about:
-    logic cells (LUT4 equivalents), flip-flops, hard multipliers and block RAMs."""
+    logic cells (LUT4 equivalents), flip-flops, hard multipliers and block RAMs. Both a
+    board's budget and the cost model's estimates are ``Resources``."""
 
-    lut: int
-    ff: int
-    dsp: int
-    bram: int
+    lut: int = 0
+    ff: int = 0
+    dsp: int = 0
+    bram: int = 0
 
     def __post_init__(self):
         for name in ("lut", "ff", "dsp", "bram"):
@@ -41,6 +42,16 @@ class Resources:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise TypeError(f"Resource count {name} must be a non-negative integer, "
                                 f"not {value!r}")
+
+    def __add__(self, other: "Resources") -> "Resources":
+        return Resources(**{k: v + getattr(other, k) for k, v in self.as_dict().items()})
+
+    def fits(self, budget: "Resources") -> bool:
+        return not self.over(budget)
+
+    def over(self, budget: "Resources") -> list[str]:
+        """Names of the resources that exceed ``budget``."""
+        return [k for k, v in self.as_dict().items() if v > getattr(budget, k)]
 
     def as_dict(self) -> dict:
         return {"lut": self.lut, "ff": self.ff, "dsp": self.dsp, "bram": self.bram}

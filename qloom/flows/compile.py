@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import QloomError
-from .cost import Family, Resources
+from .cost import Family
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
 from .plan import Plan, fifo_plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file, read_fold_file
@@ -101,7 +101,7 @@ def step_fold(state, cfg):
     if cfg.fold == "auto":
         if state.board is None:
             raise QloomError("--fold auto needs a board (--board B) to fit into")
-        state.plan = fit_to_budget(engines, _budget_of(state.board), options)
+        state.plan = fit_to_budget(engines, state.board.budget, options)
     elif isinstance(cfg.fold, dict):
         state.plan = plan_from_file(engines, cfg.fold, options, base)
     elif cfg.fold is not None:
@@ -109,11 +109,6 @@ def step_fold(state, cfg):
     else:
         state.plan = base
     return state
-
-
-def _budget_of(board) -> Resources:
-    b = board.budget
-    return Resources(lut=b.lut, ff=b.ff, dsp=b.dsp, bram=b.bram)
 
 
 def step_build(state, cfg):
@@ -184,7 +179,7 @@ def _layer_rows(state):
                      "inputs": list(e.inputs), "output": e.output,
                      "fold": e.fold_json(fold), "dsp_multipliers": plan.dsps[e.name],
                      "cycles_per_frame": plan.cycles[e.name],
-                     "resources": plan.resources[e.name].to_json()})
+                     "resources": plan.resources[e.name].as_dict()})
     return rows
 
 
@@ -217,11 +212,11 @@ def _documents(state, cfg, model_file):
         "layers": layers, "bottleneck": plan.bottleneck,
         "ideal_ii_cycles": plan.ideal_ii_cycles,
         "fps_at_clock": clock * 1e6 / plan.ideal_ii_cycles,
-        "resources": total.to_json(),
+        "resources": total.as_dict(),
         "board": None if state.board is None else {
-            "name": cfg.board, "budget": _budget_of(state.board).to_json(),
-            "fits": total.fits(_budget_of(state.board)),
-            "over": total.over(_budget_of(state.board))},
+            "name": cfg.board, "budget": state.board.budget.as_dict(),
+            "fits": total.fits(state.board.budget),
+            "over": total.over(state.board.budget)},
         "step_seconds": {k: round(v, 3) for k, v in state.timings.items()},
     }
     return manifest, report

@@ -9,43 +9,17 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, fields
 
-__all__ = ["Family", "Resources", "memory_cost", "ram_cost", "use_block_ram", "adder_tree_luts", "comparator_luts"]
+from ..boards.board import Resources
+
+__all__ = ["Family", "Resources", "memory_cost", "ram_cost", "use_block_ram", "adder_tree_luts",
+           "comparator_luts"]
 
 
 class Family(enum.Enum):
     ICE40 = "ice40"
     ECP5 = "ecp5"
     GENERIC = "generic"   # counted like ECP5 (LUT4 fabric with 18x18 multipliers)
-
-
-@dataclass(frozen=True)
-class Resources:
-    """Logic resources: LUT4s, flip-flops, DSP blocks (SB_MAC16 / MULT18X18D) and block
-    RAMs (SB_RAM40_4K / DP16KD)."""
-
-    lut: int = 0
-    ff: int = 0
-    dsp: int = 0
-    bram: int = 0
-
-    def __add__(self, other: "Resources") -> "Resources":
-        return Resources(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
-
-    def fits(self, budget: "Resources") -> bool:
-        return all(getattr(self, f.name) <= getattr(budget, f.name) for f in fields(self))
-
-    def over(self, budget: "Resources") -> list[str]:
-        """Names of the resources that exceed ``budget``."""
-        return [f.name for f in fields(self) if getattr(self, f.name) > getattr(budget, f.name)]
-
-    def to_json(self) -> dict:
-        return {f.name: int(getattr(self, f.name)) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Resources":
-        return cls(**{f.name: int(d.get(f.name, 0)) for f in fields(cls)})
 
 
 # Block RAM aspect ratios (depth, width) per family.

@@ -168,5 +168,5 @@ def fit_to_budget(engines, budget: Resources, options: BuildOptions) -> Plan:
         slowest = plan_for_cycles(engines, math.inf, options, how="auto")
         raise QloomError(
             "the model does not fit even fully folded: estimated "
-            f"{slowest.total.to_json()} against a budget of {budget.to_json()}")
+            f"{slowest.total.as_dict()} against a budget of {budget.as_dict()}")
     return best
