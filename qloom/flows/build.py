@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -154,7 +155,21 @@ def _finish(tmp: Path, dest: Path):
 
 
 def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = None,
-                baud: int | None = None) -> BuildResult:
+                baud: int | None = None, retry: bool = True) -> BuildResult:
+    """Build the bitstream. When the clock was not given and the design misses it, build
+    once more with the PLL just under the Fmax nextpnr measured, so that the accelerator
+    runs at the highest clock it closes timing at (``retry=False`` keeps the first)."""
+    result = _build_board(out_dir, board=board, clock_mhz=clock_mhz, baud=baud)
+    fmax = result.report.get("fmax_mhz")
+    if retry and clock_mhz is None and result.report.get("timing_met") is False and fmax:
+        lower = math.floor(fmax * 0.97 * 10) / 10
+        print(f"[qloom] timing not met at {result.report['target_mhz']:g} MHz; building again "
+              f"at {lower:g} MHz", flush=True)
+        result = _build_board(out_dir, board=board, clock_mhz=lower, baud=baud)
+    return result
+
+
+def _build_board(out_dir, *, board, clock_mhz, baud) -> BuildResult:
     out = Path(out_dir)
     manifest, report = read_design(out)
     name = board or _manifest_board(manifest)
@@ -268,7 +283,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                             "into a bitstream for a board")
     p.add_argument("out", metavar="OUT", help="folder written by `qloom compile`")
     p.add_argument("--board", help="target board (default: the one compiled for)")
-    p.add_argument("--clock", type=float, metavar="MHZ", help="accelerator clock")
+    p.add_argument("--clock", type=float, metavar="MHZ",
+                   help="accelerator clock (default: the compiled one; if timing then fails, "
+                        "qloom builds once more just under the measured Fmax)")
     p.add_argument("--baud", type=int, help="host link baud rate (default: the board's fastest)")
     p.add_argument("--target", choices=["fpga", "asic-generic"], default="fpga",
                    help="asic-generic: generic gate-level synthesis with transistor counts")
