@@ -81,7 +81,8 @@ def main(argv=None) -> int:
         print(f"bitstream: {built.bitstream}")
         print(f"Fmax {r['fmax_mhz']:.1f} MHz at a target of {r['target_mhz']:g} MHz "
               f"(timing {'met' if r['timing_met'] else 'NOT met'})")
-        for kind, use in r["utilization"].items():
+        for kind in ("lut", "ff", "dsp", "bram"):
+            use = r["utilization"][kind]
             est = (r.get("estimated") or {}).get(kind)
             print(f"  {kind:5s} {use['used']:>6} of {use['available']:>6}"
                   + (f"   (estimated {est})" if est is not None else ""))
