@@ -56,10 +56,11 @@ def _weight(r: Resources) -> float:
 
 
 def _allocate_dsps(engines, folds, options: BuildOptions) -> dict:
-    """Give DSP blocks to multiply-accumulate engines, smallest first, within the budget."""
+    """Give DSP blocks to multiply-accumulate engines within the budget, widest products
+    first (a DSP saves the most LUTs there)."""
     left = math.inf if options.dsp_budget is None else options.dsp_budget
     dsps = {}
-    for e in sorted(engines, key=lambda e: e.multipliers(folds[e.name])):
+    for e in sorted(engines, key=lambda e: -e.multiplier_bits()):
         want = e.multipliers(folds[e.name])
         dsps[e.name] = int(min(want, left))
         left -= dsps[e.name]

@@ -80,6 +80,10 @@ class Engine(abc.ABC):
         """Multipliers this engine instantiates (candidates for DSP blocks)."""
         return 0
 
+    def multiplier_bits(self) -> int:
+        """Operand bits of one multiplier (input bits times weight bits), 0 without any."""
+        return 0
+
     @property
     def engine_name(self) -> str:
         return self.kind

@@ -46,6 +46,9 @@ class ConvEngine(Engine):
     def multipliers(self, fold):
         return fold.pe * fold.simd if self.systolic else 0
 
+    def multiplier_bits(self):
+        return self.conv.in_type.bits * self.conv.w_type.bits
+
     def resources(self, fold, options, dsps=0):
         kh, kw = self.conv.kernel
         bits = self.conv.in_type.bits

@@ -87,6 +87,9 @@ class DenseEngine(Engine):
         path = datapath_of(self.dense.w_type, self.dense.in_type)
         return fold.pe * fold.simd if path == "mac" else 0
 
+    def multiplier_bits(self):
+        return self.dense.in_type.bits * self.dense.w_type.bits
+
     def resources(self, fold, options, dsps=0):
         return mvu_resources(mh=self.dense.mh, mw=self.dense.mw, pe=fold.pe, simd=fold.simd,
                              w_type=self.dense.w_type, in_type=self.dense.in_type,
