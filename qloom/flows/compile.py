@@ -101,7 +101,12 @@ def step_fold(state, cfg):
     if cfg.fold == "auto":
         if state.board is None:
             raise QloomError("--fold auto needs a board (--board B) to fit into")
-        state.plan = fit_to_budget(engines, state.board.budget, options)
+        # Leave room for the board top's host link, which `qloom build` adds.
+        from .build import LINK_OVERHEAD
+        budget = state.board.budget.as_dict()
+        room = type(state.board.budget)(**{k: max(0, v - getattr(LINK_OVERHEAD, k))
+                                           for k, v in budget.items()})
+        state.plan = fit_to_budget(engines, room, options)
     elif isinstance(cfg.fold, dict):
         state.plan = plan_from_file(engines, cfg.fold, options, base)
     elif cfg.fold is not None:
