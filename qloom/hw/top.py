@@ -2,8 +2,9 @@
 
 ``AcceleratorTop`` takes engine components (anything with stream ports ``i``/``o``, or
 ``i_a``/``i_b``/``o`` for two-input engines) and the tensors they read and write, and wires
-them: a duplicator where a tensor feeds two engines, a FIFO on every edge, and width
-converters where the producer's lane count differs from the consumer's. Its own ports
+them: a duplicator where a tensor feeds two engines, a FIFO on every edge, width
+converters where the producer's lane count differs from the consumer's, and a skid buffer
+in front of every consumer. Its own ports
 carry frames: payloads are ``{"data": ArrayLayout(elem, lanes), "last": 1}``; ``last`` is
 generated on the output's final word of each frame (the input's ``last`` is accepted and
 not needed: engines count their frames).
@@ -20,6 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from .dup import Duplicate
 from .fifo import StreamFIFO
+from .skid import SkidBuffer
 from .width import WidthConverter
 
 __all__ = ["Node", "AcceleratorTop", "frame_layout"]
@@ -127,14 +129,20 @@ class AcceleratorTop(wiring.Component):
             return stream_in
 
         if a == b:
-            return fifo(src, src_layout, "fifo", math.ceil(elements / a))
-        if b > a:
+            out = fifo(src, src_layout, "fifo", math.ceil(elements / a))
+        elif b > a:
             # Widening: assemble words first, then buffer whole consumer words.
-            return fifo(convert(src), dst_layout, "fifo", math.ceil(elements / b))
-        # Narrowing: buffer producer words; a word of slack behind the converter lets it
-        # split the next word while the consumer has not taken this one.
-        out = convert(fifo(src, src_layout, "fifo", math.ceil(elements / a)))
-        return fifo(out, dst_layout, "slack", _FULL_RATE_DEPTH)
+            out = fifo(convert(src), dst_layout, "fifo", math.ceil(elements / b))
+        else:
+            # Narrowing: buffer producer words; a word of slack behind the converter lets
+            # it split the next word while the consumer has not taken this one.
+            out = convert(fifo(src, src_layout, "fifo", math.ceil(elements / a)))
+            out = fifo(out, dst_layout, "slack", _FULL_RATE_DEPTH)
+        # End the consumer's (combinational) ready chain here.
+        skid = SkidBuffer(shape=dst_layout)
+        m.submodules[f"{name}_skid"] = skid
+        wiring.connect(m, out, skid.i)
+        return skid.o
 
     def elaborate(self, platform):
         m = Module()
