@@ -3,8 +3,8 @@
 ``AcceleratorTop`` takes engine components (anything with stream ports ``i``/``o``, or
 ``i_a``/``i_b``/``o`` for two-input engines) and the tensors they read and write, and wires
 them: a duplicator where a tensor feeds two engines, a FIFO on every edge, width
-converters where the producer's lane count differs from the consumer's, and a skid buffer
-in front of every consumer. Its own ports
+converters where the producer's lane count differs from the consumer's, and skid buffers at
+both ends of every edge. Its own ports
 carry frames: payloads are ``{"data": ArrayLayout(elem, lanes), "last": 1}``; ``last`` is
 generated on the output's final word of each frame (the input's ``last`` is accepted and
 not needed: engines count their frames).
@@ -111,6 +111,16 @@ class AcceleratorTop(wiring.Component):
         src_layout = _array(src)
         a, b = src_layout.length, dst_layout.length
 
+        def skid(stream_in, layout, suffix):
+            unit = SkidBuffer(shape=layout)
+            m.submodules[f"{name}_{suffix}"] = unit
+            wiring.connect(m, stream_in, unit.i)
+            return unit.o
+
+        # Skid buffers at both ends cut the producer's and the consumer's combinational
+        # ready chains (engines stall globally) off the FIFO's.
+        src = skid(src, src_layout, "skid_in")
+
         def fifo(stream_in, layout, suffix, depth):
             unit = StreamFIFO(shape=layout, depth=max(depth, _FULL_RATE_DEPTH))
             m.submodules[f"{name}_{suffix}"] = unit
@@ -138,11 +148,7 @@ class AcceleratorTop(wiring.Component):
             # it split the next word while the consumer has not taken this one.
             out = convert(fifo(src, src_layout, "fifo", math.ceil(elements / a)))
             out = fifo(out, dst_layout, "slack", _FULL_RATE_DEPTH)
-        # End the consumer's (combinational) ready chain here.
-        skid = SkidBuffer(shape=dst_layout)
-        m.submodules[f"{name}_skid"] = skid
-        wiring.connect(m, out, skid.i)
-        return skid.o
+        return skid(out, dst_layout, "skid_out")
 
     def elaborate(self, platform):
         m = Module()
