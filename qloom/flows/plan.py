@@ -83,12 +83,14 @@ def fifo_plan(engines, folds) -> dict:
 
 
 def _fifo_resources(engines, folds, options) -> dict:
-    """Estimated FIFOs in front of each engine (a register stage plus storage)."""
+    """Estimated FIFOs in front of each engine: storage, its output register, and the
+    two skid buffers at the ends of the edge (two words each, and their muxes)."""
     cost = {e.name: Resources() for e in engines}
     by_name = {e.name: e for e in engines}
     for (t, name), (words, lanes) in fifo_plan(engines, folds).items():
         width = lanes * by_name[name].in_bits
-        cost[name] += ram_cost(words - 1, width, options.family) + Resources(lut=8, ff=width)
+        cost[name] += ram_cost(words - 1, width, options.family) + \
+            Resources(lut=8 + 2 * width, ff=5 * width)
     return cost
 
 
