@@ -158,8 +158,7 @@ def threshold_spec(layer: MultiThreshold | None):
     if layer is None:
         return None
     from ...hw.threshold import ThresholdSpec
-    return ThresholdSpec(thresholds=layer.thresholds, bias=layer.bias, sign=layer.sign,
-                         out_type=layer.out_type)
+    return ThresholdSpec.from_layer(layer)
 
 
 def pipeline_options(component_class, options: BuildOptions) -> dict:
