@@ -151,3 +151,16 @@ def test_cli_errors(tmp_path, capsys):
             in capsys.readouterr().err)
     assert main(["build", str(out), "--board", "nope"]) == 2
     assert "unknown board 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_missed_clock_is_rebuilt_under_the_measured_fmax(tmp_path, capsys):
+    """Without --clock, a design that misses the compiled clock is built once more just
+    under the Fmax nextpnr measured, and then meets timing."""
+    out = toy_out(tmp_path / "out")
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest.update(board="icebreaker", clock_mhz=200.0)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    report = build_board(out, board="icebreaker").report
+    assert "building again at" in capsys.readouterr().out
+    assert report["target_mhz"] < 200 and report["timing_met"] is True
