@@ -157,12 +157,13 @@ def _finish(tmp: Path, dest: Path):
 def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = None,
                 baud: int | None = None, retry: bool = True) -> BuildResult:
     """Build the bitstream. When the clock was not given and the design misses it, build
-    once more with the PLL just under the Fmax nextpnr measured, so that the accelerator
+    once more with the PLL 10% under the Fmax nextpnr measured (place and route varies by
+    a few percent between runs; 3% was seen to miss), so that the accelerator
     runs at the highest clock it closes timing at (``retry=False`` keeps the first)."""
     result = _build_board(out_dir, board=board, clock_mhz=clock_mhz, baud=baud)
     fmax = result.report.get("fmax_mhz")
     if retry and clock_mhz is None and result.report.get("timing_met") is False and fmax:
-        lower = math.floor(fmax * 0.97 * 10) / 10
+        lower = math.floor(fmax * 0.9 * 10) / 10
         print(f"[qloom] timing not met at {result.report['target_mhz']:g} MHz; building again "
               f"at {lower:g} MHz", flush=True)
         result = _build_board(out_dir, board=board, clock_mhz=lower, baud=baud)
