@@ -159,7 +159,7 @@ def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = 
     """Build the bitstream. When the clock was not given and the design misses it, build
     once more with the PLL 10% under the Fmax nextpnr measured (place and route varies by
     a few percent between runs; 3% was seen to miss), so that the accelerator
-    runs at the highest clock it closes timing at (``retry=False`` keeps the first)."""
+    runs close to the highest clock it closes timing at (``retry=False`` keeps the first)."""
     result = _build_board(out_dir, board=board, clock_mhz=clock_mhz, baud=baud)
     fmax = result.report.get("fmax_mhz")
     if retry and clock_mhz is None and result.report.get("timing_met") is False and fmax:
