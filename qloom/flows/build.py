@@ -22,7 +22,7 @@ from pathlib import Path
 from ..boards import Board, Family, Resources, get_board
 from ..errors import QloomError, ToolError
 from ..hw.board_top import BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll
-from ..hw.link import WireFormat
+from ..hw.protocol import WireFormat
 from ..hw.uart import divisor_for
 from . import synth
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import QloomError
-from ..hw.link import ProtocolError, Status, WireFormat, decode_reply, encode_request
+from ..hw.protocol import ProtocolError, Status, WireFormat, decode_reply, encode_request
 
 __all__ = ["LinkError", "HostLink", "RunReport", "open_serial", "reference", "run_on_board",
            "add_parser", "run"]

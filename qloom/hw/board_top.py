@@ -17,7 +17,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from .link import Link, WireFormat, frame_layout
+from .link import Link, frame_layout
+from .protocol import WireFormat
 from .uart import UARTRx, UARTTx, check_divisor, divisor_for
 
 __all__ = ["PLLPlan", "ice40_pll", "ecp5_pll", "VerilogAccelerator", "LinkCore", "BoardTop",

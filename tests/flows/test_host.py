@@ -5,7 +5,7 @@ import pytest
 
 from qloom.flows import host
 from qloom.flows.host import HostLink, LinkError, run_on_board
-from qloom.hw.link import Status, WireFormat, decode_request, encode_reply
+from qloom.hw.protocol import Status, WireFormat, decode_request, encode_reply
 
 FIN = WireFormat(lanes=8, element_bits=1, signed=False, elements=20)
 FOUT = WireFormat(lanes=2, element_bits=6, signed=True, elements=3)

@@ -17,7 +17,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from qloom.hw.board_top import LinkCore, ecp5_pll, ice40_pll, link_core_verilog
-from qloom.hw.link import Status, WireFormat, decode_reply, encode_request
+from qloom.hw.protocol import Status, WireFormat, decode_reply, encode_request
 from qloom.nn.dtypes import uint_type
 
 HERE = Path(__file__).parent
@@ -227,7 +227,7 @@ def test_board_top_cocotb_real_model(tmp_path):
 try:
     import cocotb
     from cocotb.clock import Clock
-    from cocotb.triggers import ClockCycles, FallingEdge, First, Timer
+    from cocotb.triggers import ClockCycles, FallingEdge
 except ImportError:   # pragma: no cover - cocotb is a pinned dependency
     cocotb = None
 

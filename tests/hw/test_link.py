@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from qloom.hw.link import (Link, ProtocolError, Status, WireFormat, crc16, decode_reply,
-                           decode_request, encode_reply, encode_request)
+from qloom.hw.link import Link
+from qloom.hw.protocol import (ProtocolError, Status, WireFormat, crc16, decode_reply,
+                               decode_request, encode_reply, encode_request)
 from qloom.sim.pysim import stream_put
 
 IN_FMT = WireFormat(lanes=3, element_bits=4, signed=False, elements=10)   # 4 words x 2 bytes
