@@ -11,14 +11,10 @@ from qloom.nn.dtypes import BINARY, BIPOLAR, TERNARY, int_type, uint_type
 from qloom.nn.ir import Dense, MultiThreshold
 from qloom.sim.pysim import run_stream
 
+from values import random_values
+
 INT2, INT3, INT4, INT8, INT16 = (int_type(b) for b in (2, 3, 4, 8, 16))
 UINT2, UINT4, UINT8 = (uint_type(b) for b in (2, 4, 8))
-
-
-def random_values(dtype, size, rng):
-    if dtype.bipolar:
-        return rng.choice([-1, 1], size=size)
-    return rng.integers(dtype.min, dtype.max + 1, size=size)
 
 
 def random_spec(rng, channels, count, lo, hi, out_type):

@@ -22,23 +22,14 @@ from qloom.hw.pool import MaxPool
 from qloom.hw.swg import SlidingWindow, WindowOrder
 from qloom.hw.systolic import SystolicArray
 from qloom.nn.dtypes import BIPOLAR, int_type, uint_type
-from qloom.nn.ir import Dense, im2col
+from qloom.nn.ir import im2col
 from qloom.nn.ir import MaxPool as MaxPoolLayer
 from qloom.sim.rtl_check import (RtlCheckError, comb_processes_without_reset,
                                  run_component_icarus)
+from values import random_values, ref_gemm
 
 INT2, INT3, INT4, INT5, INT8 = (int_type(b) for b in (2, 3, 4, 5, 8))
 UINT1, UINT3, UINT4 = (uint_type(b) for b in (1, 3, 4))
-
-
-def random_values(dtype, shape, rng):
-    if dtype.bipolar:
-        return rng.choice([-1, 1], size=shape)
-    return rng.integers(dtype.min, dtype.max + 1, size=shape)
-
-
-def ref_gemm(weights, w_type, in_type, x):
-    return Dense("ref", ("x",), "y", weights=weights, w_type=w_type, in_type=in_type).execute(x)
 
 
 def ref_windows(codes, kernel, stride, pads, pad_code, simd, order):

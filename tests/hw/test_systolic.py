@@ -5,18 +5,9 @@ from amaranth.back import rtlil
 
 from qloom.hw.systolic import SystolicArray
 from qloom.nn.dtypes import BIPOLAR, int_type, uint_type
-from qloom.nn.ir import Dense
 from qloom.sim.pysim import run_stream
 
-
-def random_values(dtype, shape, rng):
-    if dtype.bipolar:
-        return rng.choice([-1, 1], size=shape)
-    return rng.integers(dtype.min, dtype.max + 1, size=shape)
-
-
-def ref_gemm(weights, w_type, in_type, x):
-    return Dense("ref", ("x",), "y", weights=weights, w_type=w_type, in_type=in_type).execute(x)
+from values import random_values, ref_gemm
 
 
 def check(*, mh, mw, rows, cols, w_type, in_type, vectors=3, stall=0.3, dsp_budget=None,
