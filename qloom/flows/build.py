@@ -186,7 +186,8 @@ def _build_board(out_dir, *, board, clock_mhz, baud) -> BuildResult:
           f"UART {baud} baud", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out))
     try:
-        options = {"synth_opts": synth.SYNTH_OPTS} if b.family.open_flow else {}
+        options = ({"synth_opts": synth.board_synth_opts(b.family.value)}
+                   if b.family.open_flow else {})
         plan = platform.prepare(top, name=NAME, **options,
                                 script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
         plan.extract(tmp)

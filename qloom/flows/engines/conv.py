@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...nn.ir import Conv, MultiThreshold
 from ..cost import Resources, memory_cost
 from .base import Engine, Fold, divisors
-from .dense import (datapath_of, memory_styles, mvu_resources, pipeline_options,
+from .dense import (datapath_of, memory_styles, mvu_registers, mvu_resources,
                     threshold_spec)
 
 __all__ = ["ConvEngine"]
@@ -97,7 +97,7 @@ class ConvEngine(Engine):
                        **memory_styles(self.out_c, self.mw, fold.pe, fold.simd, conv.w_type,
                                        conv.in_type, unit_acc_bits, self.threshold,
                                        options.family).ram_styles(),
-                       **pipeline_options(MVU, options))
+                       **mvu_registers(options, multipliers=False))
         nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
         if self.systolic and spec is not None:
             from ...hw.threshold import Thresholding

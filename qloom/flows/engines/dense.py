@@ -12,7 +12,7 @@ from ..cost import (Family, Resources, adder_tree_luts, comparator_luts, memory_
                     use_block_ram)
 from .base import BuildOptions, Engine, Fold, divisors
 
-__all__ = ["DenseEngine", "datapath_of", "mvu_resources"]
+__all__ = ["DenseEngine", "datapath_of", "mvu_registers", "mvu_resources"]
 
 _CONTROL = Resources(lut=40, ff=30)
 
@@ -42,6 +42,8 @@ def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
     compute = Resources(lut=pe * lane.lut)
     if path == "mac" and dsps:
         compute = Resources(lut=compute.lut - dsps * (ib * wb + ib + wb), dsp=dsps)
+    if path == "mac" and options.pipeline:  # the operand register before the multipliers
+        compute += Resources(ff=pe * simd * wb + simd * ib)
     acc = Resources(lut=pe * (acc_bits + 2), ff=pe * acc_bits * (2 if options.pipeline else 1))
     tree_regs = Resources(ff=pe * (acc_bits + 2) * (math.ceil(math.log2(max(2, simd))) // 2)
                           if options.pipeline else 0)
@@ -122,7 +124,7 @@ class DenseEngine(Engine):
                    in_type=self.dense.in_type, pe=fold.pe, simd=fold.simd,
                    threshold=threshold_spec(self.threshold), dsp_budget=dsps,
                    **self.styles(fold, options).ram_styles(),
-                   **pipeline_options(MVU, options))
+                   **mvu_registers(options, self.multipliers(fold) > 0))
         return [Node(self.name, unit, self.inputs, self.output)]
 
 
@@ -159,6 +161,16 @@ def threshold_spec(layer: MultiThreshold | None):
         return None
     from ...hw.threshold import ThresholdSpec
     return ThresholdSpec.from_layer(layer)
+
+
+def mvu_registers(options: BuildOptions, multipliers: bool) -> dict:
+    """The MVU's register-stage arguments: all set from ``options``, except that only
+    multipliers get their operands registered (an XNOR or select lane is one LUT level from
+    the input buffer)."""
+    from ...hw.mvu import MVU
+    registers = pipeline_options(MVU, options)
+    registers["register_operands"] &= multipliers
+    return registers
 
 
 def pipeline_options(component_class, options: BuildOptions) -> dict:
