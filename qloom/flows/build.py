@@ -110,8 +110,9 @@ def _baud_for(board: Board, clock_mhz: float, baud: int | None) -> int:
     raise QloomError(f"no usable baud rate at {clock_mhz} MHz")
 
 
-def board_top(out_dir, manifest: dict, board: Board, clock_mhz: float, baud: int):
-    """(platform with the accelerator's Verilog added, BoardTop)."""
+def board_top(out_dir, manifest: dict, board: Board, clock_mhz: float, baud: int | None):
+    """(platform with the accelerator's Verilog added, BoardTop). The baud rate (None: the
+    fastest usable) is checked against the clock the PLL actually makes."""
     platform = board.platform()
     for name in manifest["rtl"]:
         platform.add_file(Path(name).name, (Path(out_dir) / name).read_text())
@@ -125,6 +126,7 @@ def board_top(out_dir, manifest: dict, board: Board, clock_mhz: float, baud: int
         pll = None   # Xilinx: the 100 MHz oscillator as is
     if pll is not None and pll.error > 0.01:
         print(f"[qloom] the PLL makes {pll.achieved_mhz} MHz (asked for {clock_mhz} MHz)")
+    baud = _baud_for(board, pll.achieved_mhz if pll else board.oscillator_mhz, baud)
     top = BoardTop(accelerator=VerilogAccelerator(fin, fout, top=manifest.get("top", "qloom_top")),
                    input_format=fin, output_format=fout, baud=baud, pll=pll,
                    oscillator_mhz=board.oscillator_mhz)
@@ -180,8 +182,8 @@ def _build_board(out_dir, *, board, clock_mhz, baud) -> BuildResult:
     b = get_board(name)
     need = fit_check(report, b)
     clock = _clock_for(b, manifest, clock_mhz)
-    baud = _baud_for(b, clock, baud)
     platform, top = board_top(out, manifest, b, clock, baud)
+    baud = top.baud
     print(f"[qloom] building for {b.name} ({b.device}) at {top.clock_mhz:g} MHz, "
           f"UART {baud} baud", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out))

@@ -181,7 +181,7 @@ class BoardTop(Elaboratable):
     def __init__(self, *, accelerator: wiring.Component, input_format: WireFormat,
                  output_format: WireFormat, baud: int, pll: PLLPlan | None,
                  oscillator_mhz: float):
-        self.pll = pll
+        self.pll, self.baud = pll, baud
         self.clock_mhz = pll.achieved_mhz if pll else oscillator_mhz
         self.divisor = divisor_for(self.clock_mhz * 1e6, baud)
         self.core = LinkCore(accelerator, input_format=input_format,

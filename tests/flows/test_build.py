@@ -9,7 +9,7 @@ import pytest
 
 from qloom.boards import get_board
 from qloom.errors import QloomError, ToolError
-from qloom.flows.build import build_asic, build_board, fit_check
+from qloom.flows.build import board_top, build_asic, build_board, fit_check, read_design
 from qloom.flows.compile import compile_model
 from qloom.nn.dtypes import int_type, uint_type
 
@@ -97,6 +97,15 @@ def test_icebreaker_multipliers_use_the_dsps(tmp_path):
     report = build_board(out, clock_mhz=24).report
     assert report["estimated"]["dsp"] == report["measured"]["dsp"] == 2
     assert report["yosys_cells"]["SB_MAC16"] == 2
+
+
+def test_baud_rate_fits_the_clock_the_pll_makes(tmp_path):
+    """47.4 MHz asked, 46.875 MHz made: 3 Mbaud would be 2.3% off there (seen in a rebuild
+    under the measured Fmax), so the link runs at 1 Mbaud."""
+    out = toy_out(tmp_path / "out")
+    manifest, _ = read_design(out)
+    _, top = board_top(out, manifest, get_board("ulx3s-85f"), 47.4, None)
+    assert (top.clock_mhz, top.baud, top.divisor) == (46.875, 1_000_000, 47)
 
 
 def test_estimate_error(tmp_path):
