@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..boards import Board, Family, Resources, get_board
+from ..boards.board import CELL_FILL
 from ..errors import QloomError, ToolError
 from ..hw.board_top import BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll
 from ..hw.protocol import WireFormat
@@ -64,10 +65,9 @@ def fit_check(report: dict | None, board: Board) -> dict:
     QloomError with the per-layer table when they do not fit."""
     if report is None:
         return {}
-    total = Resources.from_dict(report.get("resources", {}))
-    need = {k: v + LINK_OVERHEAD.as_dict()[k] for k, v in total.as_dict().items()}
-    have = board.budget.as_dict()
-    over = [k for k in need if need[k] > have[k]]
+    total = Resources.from_dict(report.get("resources", {})) + LINK_OVERHEAD
+    need, have = total.as_dict(), board.budget.as_dict()
+    over = board.over(total)
     if over:
         lines = [f"{'layer':24} {'engine':14} {'LUT':>8} {'FF':>8} {'DSP':>5} {'BRAM':>5}"]
         for layer in report.get("layers", []):
@@ -81,6 +81,9 @@ def fit_check(report: dict | None, board: Board) -> dict:
                      f"{need['dsp']:>5} {need['bram']:>5}")
         lines.append(f"{board.name + ' budget':24} {'':14} {have['lut']:>8} {have['ff']:>8} "
                      f"{have['dsp']:>5} {have['bram']:>5}")
+        if "lc" in over:
+            lines.append(f"logic cells: {board.logic_cells(total)} needed (LUT + 2/3 FF), "
+                         f"{board.usable_cells} usable ({CELL_FILL:.0%} of {have['lut']})")
         raise QloomError(
             f"the design does not fit {board.name} ({board.device}): over budget in "
             f"{', '.join(k.upper() for k in over)}\n" + "\n".join(lines) +

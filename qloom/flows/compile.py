@@ -103,10 +103,9 @@ def step_fold(state, cfg):
             raise QloomError("--fold auto needs a board (--board B) to fit into")
         # Leave room for the board top's host link, which `qloom build` adds.
         from .build import LINK_OVERHEAD
-        budget = state.board.budget.as_dict()
-        room = type(state.board.budget)(**{k: max(0, v - getattr(LINK_OVERHEAD, k))
-                                           for k, v in budget.items()})
-        state.plan = fit_to_budget(engines, room, options)
+        board = state.board
+        state.plan = fit_to_budget(engines, lambda need: board.fits(need + LINK_OVERHEAD),
+                                   board.budget, options)
     elif isinstance(cfg.fold, dict):
         state.plan = plan_from_file(engines, cfg.fold, options, base)
     elif cfg.fold is not None:
@@ -220,8 +219,8 @@ def _documents(state, cfg, model_file):
         "resources": total.as_dict(),
         "board": None if state.board is None else {
             "name": cfg.board, "budget": state.board.budget.as_dict(),
-            "fits": total.fits(state.board.budget),
-            "over": total.over(state.board.budget)},
+            "fits": state.board.fits(total), "over": state.board.over(total),
+            "logic_cells": state.board.logic_cells(total)},
         "step_seconds": {k: round(v, 3) for k, v in state.timings.items()},
     }
     return manifest, report

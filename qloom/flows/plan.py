@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from ..errors import QloomError
@@ -154,8 +155,10 @@ def plan_from_file(engines, spec: dict, options: BuildOptions, fallback: Plan) -
     return _finish(engines, folds, options, "fold-file")
 
 
-def fit_to_budget(engines, budget: Resources, options: BuildOptions) -> Plan:
-    """The fastest balanced plan whose estimated resources fit ``budget``."""
+def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
+                  options: BuildOptions) -> Plan:
+    """The fastest balanced plan whose estimated resources ``fits`` accepts (``budget``
+    is only quoted when none does)."""
     candidates = sorted({e.cycles(f) for e in engines for f in e.folds()})
     best = None
     lo, hi = 0, len(candidates) - 1
@@ -163,7 +166,7 @@ def fit_to_budget(engines, budget: Resources, options: BuildOptions) -> Plan:
     while lo <= hi:
         mid = (lo + hi) // 2
         plan = plan_for_cycles(engines, candidates[mid], options, how="auto")
-        if plan.total.fits(budget):
+        if fits(plan.total):
             best, hi = plan, mid - 1
         else:
             lo = mid + 1

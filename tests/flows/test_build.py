@@ -22,12 +22,12 @@ def toy_out(path: Path) -> Path:
     return toy.write_toy_out(path, uint_type(4), 3, 10)
 
 
-def fake_report(lut, dsp=0):
+def fake_report(lut, dsp=0, ff=60):
     layers = [{"name": "dense0", "engine": "mvu_xnor", "resources": {"lut": lut - 100, "ff": 50,
                                                               "dsp": dsp, "bram": 2}},
               {"name": "thresh0", "op": "MultiThreshold",
                "resources": {"lut": 100, "ff": 10, "dsp": 0, "bram": 0}}]
-    return {"layers": layers, "resources": {"lut": lut, "ff": 60, "dsp": dsp, "bram": 2}}
+    return {"layers": layers, "resources": {"lut": lut, "ff": ff, "dsp": dsp, "bram": 2}}
 
 
 def test_fit_check_passes():
@@ -41,10 +41,20 @@ def test_fit_check_refuses_with_table():
         fit_check(fake_report(6000, dsp=9), get_board("icebreaker"))
     text = str(e.value)
     assert text.startswith("the design does not fit icebreaker (iCE40UP5K): over budget in "
-                           "LUT, DSP\n")
+                           "LUT, DSP, LC\n")
     assert "dense0" in text and "mvu_xnor" in text and "thresh0" in text
     assert "icebreaker budget" in text
     assert text.endswith("qloom compile MODEL --board icebreaker --fold auto")
+
+
+def test_fit_check_counts_ice40_logic_cells():
+    """LUTs and flip-flops each fit, but an iCE40 cell holds one of each."""
+    report = fake_report(3800, ff=1500)            # + link: 4250 LUT, 1800 FF
+    with pytest.raises(QloomError) as e:
+        fit_check(report, get_board("icebreaker"))
+    assert "over budget in LC\n" in str(e.value)
+    assert "logic cells: 5450 needed (LUT + 2/3 FF), 4752 usable (90% of 5280)" in str(e.value)
+    assert fit_check(report, get_board("ulx3s-25f"))["lut"] == 4250
 
 
 def test_fit_check_runs_before_tools(tmp_path):

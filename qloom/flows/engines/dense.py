@@ -37,13 +37,19 @@ def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
     elif path == "addsub":
         lane = Resources(lut=simd * (ib + 1) + adder_tree_luts(simd, ib + 1))
     else:
-        mul_luts = ib * wb + (ib + wb)
+        # A shift-and-add multiplier: fitted to Yosys on iCE40 (UINT6 x INT6 MVUs with 4,
+        # 8 and 16 lanes: 111 LUT4 per lane with its share of the tree and accumulator).
+        mul_luts = 2 * ib * wb + 2 * (ib + wb)
         lane = Resources(lut=simd * mul_luts + adder_tree_luts(simd, ib + wb))
     compute = Resources(lut=pe * lane.lut)
     if path == "mac" and dsps:
-        compute = Resources(lut=compute.lut - dsps * (ib * wb + ib + wb), dsp=dsps)
-    if path == "mac" and options.pipeline:  # the operand register before the multipliers
-        compute += Resources(ff=pe * simd * wb + simd * ib)
+        compute = Resources(lut=compute.lut - dsps * mul_luts, dsp=dsps)
+    if path == "mac" and options.pipeline:
+        # The operand register before the multipliers, the products' register and the
+        # adder tree's.
+        compute += Resources(ff=pe * simd * wb + simd * ib + pe * simd * (ib + wb)
+                             + (pe * (ib + wb + math.ceil(math.log2(simd))) if simd > 1
+                                else 0))
     acc = Resources(lut=pe * (acc_bits + 2), ff=pe * acc_bits * (2 if options.pipeline else 1))
     tree_regs = Resources(ff=pe * (acc_bits + 2) * (math.ceil(math.log2(max(2, simd))) // 2)
                           if options.pipeline else 0)

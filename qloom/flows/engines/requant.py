@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import math
-
 from ...nn.ir import Requant
-from ..cost import Resources
+from ..cost import Resources, memory_cost
 from .base import LaneEngine
 
 __all__ = ["RequantEngine"]
@@ -27,10 +25,11 @@ class RequantEngine(LaneEngine):
         bits = self.layer.in_type.bits + 2
         folds = self.layer.channels // fold.pe
         # Per lane: the offset adder, the rounding increment, the clamp, and the offset
-        # table as a mux over the channel folds.
-        per_lane = 3 * bits + self.layer.out_type.bits + bits * math.ceil((folds - 1) / 3)
-        return Resources(lut=fold.pe * per_lane + 10,
-                         ff=fold.pe * (bits + self.layer.out_type.bits) + 8)
+        # table over the channel folds (a ROM in LUTs).
+        table = memory_cost(folds, bits, options.family, block=False)
+        per_lane = Resources(lut=3 * bits + self.layer.out_type.bits,
+                             ff=bits + self.layer.out_type.bits) + table
+        return Resources(lut=fold.pe * per_lane.lut + 10, ff=fold.pe * per_lane.ff + 8)
 
     @property
     def in_bits(self) -> int:
