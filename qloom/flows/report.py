@@ -37,7 +37,10 @@ def render_report_md(report: dict) -> str:
            f"({1e6 / fps:,.2f} us per frame in steady state)"]
     if board:
         verdict = "fits" if board["fits"] else "does NOT fit (over in " + ", ".join(board["over"]) + ")"
-        out.append(f"- board `{board['name']}`: the estimate {verdict}")
+        cells = board.get("logic_cells")
+        out.append(f"- board `{board['name']}`: the estimate {verdict}"
+                   + (f"; {cells:,} iCE40 logic cells (LUT + 2/3 FF), before the host link"
+                      if cells is not None else ""))
     out += ["", "## Engines (estimates)", "",
             layer_table(report["layers"], board["budget"] if board else None),
             "## Compile steps", "",

@@ -144,10 +144,10 @@ class AcceleratorTop(wiring.Component):
             # Widening: assemble words first, then buffer whole consumer words.
             out = fifo(convert(src), dst_layout, "fifo", math.ceil(elements / b))
         else:
-            # Narrowing: buffer producer words; a word of slack behind the converter lets
-            # it split the next word while the consumer has not taken this one.
+            # Narrowing: buffer producer words. The skid buffer behind the converter gives
+            # it the slack to split the next word while the consumer has not taken this
+            # one (a FIFO there made FIFO -> converter -> FIFO the iCE40 critical path).
             out = convert(fifo(src, src_layout, "fifo", math.ceil(elements / a)))
-            out = fifo(out, dst_layout, "slack", _FULL_RATE_DEPTH)
         return skid(out, dst_layout, "skid_out")
 
     def elaborate(self, platform):
