@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Callable
 from pathlib import Path
+from typing import Callable
 
 from ..errors import QloomError
 from .cost import Resources, ram_cost

@@ -10,18 +10,17 @@ without a gap. So a vector takes exactly ``NF * SF`` cycles in steady state, and
 is ready during ``SF`` of them.
 
 Pipeline (one global stall: every stage moves when the output register is free or being
-emptied): issue (weight memory and buffer addresses) -> operands -> [operand register] ->
-[products register] ->
-[adder tree register] -> accumulate -> output register, plus a compare stage when
-thresholds are fused. ``i.ready`` therefore depends combinationally on ``o.ready``; a
-FIFO between units cuts that path. ``latency`` counts cycles from a vector's first input word being
-taken to its first output word being taken, with no stalls on either side:
-``SF - 1 + 2 + register_operands + register_products + register_adder_tree +
-split_adder_tree + (1 if thresholds are fused)``; a registered tree over more than 8 lanes is split by one more
-register stage (``split_adder_tree``). The operand register sits right before the
-multipliers: without it the input buffer's read and the stream/buffer select feed the DSP
-blocks, which on a large ECP5 are placed far from the logic (measured: 22.9 ns, 13 of them
-routing, on the jet tagger's second layer).
+emptied): issue (weight memory and buffer addresses) -> operands -> [operand register]
+-> [products register] -> [adder tree register] -> accumulate -> output register, plus a
+compare stage when thresholds are fused. ``i.ready`` therefore depends combinationally on
+``o.ready``; a FIFO between units cuts that path. ``latency`` counts cycles from a vector's
+first input word being taken to its first output word being taken, with no stalls on
+either side: ``SF - 1 + 2 + register_operands + register_products + register_adder_tree +
+split_adder_tree + (1 if thresholds are fused)``; a registered tree over more than 8 lanes
+is split by one more register stage (``split_adder_tree``). The operand register takes the
+input buffer's read and the stream/buffer select off the path into the multipliers (on
+the ECP5-85F that path was 22.9 ns into the jet tagger's DSP blocks; with the register,
+19 ns of register -> DSP -> register remain, most of it routing to DSPs placed far away).
 
 Weights live in a read-only :class:`amaranth.lib.memory.Memory` of ``NF*SF`` words of
 ``PE*SIMD`` lanes, read synchronously, placed by ``ram_style`` (the fused thresholds by
@@ -179,8 +178,8 @@ class MVU(wiring.Component):
         """Cycles from a vector's first input word taken to its first output word taken,
         with no stalls (see the module documentation)."""
         return (self.synapse_folds + 1 + self._register_operands + self._register_products
-                + self._register_adder_tree
-                + self.split_adder_tree + (self._threshold is not None))
+                + self._register_adder_tree + self.split_adder_tree
+                + (self._threshold is not None))
 
     @property
     def split_adder_tree(self) -> bool:
