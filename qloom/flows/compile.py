@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import QloomError
+from ..hw.dsp import simulation_models
 from .cost import Family
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
@@ -193,7 +194,9 @@ def _documents(state, cfg, model_file):
     layers = _layer_rows(state)
     manifest = {
         "format": 1, "qloom_version": __version__, "top": "qloom_top",
-        "rtl": ["rtl/qloom_top.v"], "model": net.name, "model_file": model_file,
+        "rtl": ["rtl/qloom_top.v"],
+        "sim_rtl": [f"rtl/sim/{name}" for name in simulation_models(state.verilog)],
+        "model": net.name, "model_file": model_file,
         "load_options": _json_options(cfg.load_options), "clock_mhz": clock,
         "input": {"port": "i", "tensor": state.input,
                   **_port(net, net.input, top.in_layout["data"].shape.length)},
@@ -294,6 +297,12 @@ def _write(state, cfg, out_dir: Path):
     try:
         (staging / "rtl").mkdir()
         (staging / "rtl" / "qloom_top.v").write_text(state.verilog)
+        # Simulation models of vendor primitives (never given to synthesis).
+        models = simulation_models(state.verilog)
+        if models:
+            (staging / "rtl" / "sim").mkdir()
+        for name, text in models.items():
+            (staging / "rtl" / "sim" / name).write_text(text)
         model_file = _save_model(state.model, staging)
         manifest, report = _documents(state, cfg, model_file)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -31,12 +31,13 @@ as wide as the worst case of the actual weights over every input of ``in_type``.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
+from .dsp import Ecp5Multiplier, fits_dsp as _fits_dsp
 from .mvu_datapath import (Datapath, is_select_type, multiply, select_datapath,
                            select_product, tree_sum, value_of)
 from .threshold import ThresholdSpec, ThresholdTable
@@ -80,7 +81,8 @@ class MVU(wiring.Component):
                  buffer_ram_style: RamStyle = RamStyle.AUTO,
                  register_operands: bool | None = None,
                  register_products: bool | None = None,
-                 register_adder_tree: bool | None = None):
+                 register_adder_tree: bool | None = None,
+                 dsp_primitive: str | None = None):
         if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.integer):
             raise TypeError(f"Weights must be an integer numpy array, not {weights!r}")
         if weights.ndim != 2 or weights.size == 0:
@@ -133,6 +135,18 @@ class MVU(wiring.Component):
         self._register_products = mac if register_products is None else register_products
         self._register_adder_tree = (simd > 1 if register_adder_tree is None
                                      else register_adder_tree)
+        if dsp_primitive not in (None, "ecp5"):
+            raise ValueError(f"DSP primitive must be None or 'ecp5', not {dsp_primitive!r}")
+        if dsp_primitive and self._dsp_count:
+            if not (self._register_operands and self._register_products):
+                raise ValueError("The 'ecp5' DSP primitive stands in for the operand and "
+                                 "product registers: it needs register_operands and "
+                                 "register_products")
+            for role, dtype in (("Weight", w_type), ("Input", in_type)):
+                if not _fits_dsp(shape_of(dtype)):
+                    raise ValueError(f"{role} type {dtype} does not fit an ECP5 MULT18X18D "
+                                     f"(signed up to 18 bits, unsigned up to 17)")
+        self._dsp_primitive = dsp_primitive if self._dsp_count else None
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), simd))),
             "o": Out(stream.Signature(data.ArrayLayout(shape_of(self.out_type), pe))),
@@ -152,6 +166,9 @@ class MVU(wiring.Component):
     dsp_count = property(lambda self: self._dsp_count,
                          doc="Multipliers written as ``*`` (for Yosys to map to DSPs). "
                              "iCE40 synthesis keeps products under 11 bits in LUTs anyway.")
+    dsp_primitive = property(lambda self: self._dsp_primitive,
+                             doc="'ecp5' when the DSP lanes are MULT18X18D blocks with their "
+                                 "own registers (see qloom.hw.dsp), else None.")
     register_operands = property(lambda self: self._register_operands)
     register_products = property(lambda self: self._register_products)
     register_adder_tree = property(lambda self: self._register_adder_tree)
@@ -242,14 +259,29 @@ class MVU(wiring.Component):
         else:
             x = x_reg
         w = w_layout(w_port.data)
+        # DSP blocks with their own registers take the operands before the operand stage
+        # and give the product after the product stage (two cycles either way).
+        blocks = {}
+        if self._dsp_primitive:
+            for lane in range(self._dsp_count):
+                p, s = divmod(lane, self._simd)
+                block = Ecp5Multiplier(Value.cast(w[p][s]).shape(), Value.cast(x[s]).shape())
+                m.submodules[f"dsp{lane}"] = block
+                m.d.comb += [block.a.eq(w[p][s]), block.b.eq(x[s]), block.ce.eq(advance)]
+                blocks[lane] = block.p
         if self._register_operands:
             (w, x), tag = self._stage(m, advance, "operand", [[w], [x]], tag)
             w, x = w_layout(w[0]), in_layout(x[0])
 
-        terms = [[self._product(w[p][s], x[s], p * self._simd + s)
+        # (A lane on a DSP block is a constant 0 until the block's product replaces it.)
+        terms = [[Const(0) if p * self._simd + s in blocks
+                  else self._product(w[p][s], x[s], p * self._simd + s)
                   for s in range(self._simd)] for p in range(self._pe)]
         if self._register_products:
             terms, tag = self._stage(m, advance, "product", terms, tag)
+        for lane, product in blocks.items():
+            p, s = divmod(lane, self._simd)
+            terms[p][s] = product
         if self.split_adder_tree:
             # Sum groups of _TREE_GROUP lanes, register, then sum the groups: two shorter
             # trees instead of one deep one (the critical path on iCE40 otherwise).

@@ -33,6 +33,7 @@ from amaranth.back import verilog
 from amaranth.lib import data
 
 from ..errors import QloomError, ToolError
+from ..hw.dsp import simulation_models
 from .pysim import to_python
 
 __all__ = ["RtlCheckError", "comb_processes_without_reset", "run_component_icarus"]
@@ -112,6 +113,7 @@ def run_component_icarus(component, inputs, n_outputs: int, *, stall: float = 0.
     words_in = [_to_bits(component.i.payload.shape(), payload) for payload in inputs]
     out_shape = component.o.payload.shape()
     text = verilog.convert(component, name=_TOP, emit_src=False)
+    text += "".join(simulation_models(text).values())
     if strict:
         found = comb_processes_without_reset(text)
         if found:

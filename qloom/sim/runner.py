@@ -232,7 +232,7 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
     payloads = _check_payloads(payloads_in, manifest["input"])
     frames = payloads.shape[0]
     words_out = manifest["output"]["words_per_frame"]
-    sources = [out_dir / name for name in manifest["rtl"]]
+    sources = [out_dir / name for name in manifest["rtl"] + manifest.get("sim_rtl", [])]
     for source in sources:
         if not source.is_file():
             raise QloomError(f"RTL source {source} listed in the manifest does not exist")

@@ -174,6 +174,28 @@ def test_ecp5_bitstream(tmp_path, board):
     assert report["utilization"]["dsp"]["cell"] == "MULT18X18D"
 
 
+@pytest.mark.slow
+def test_ecp5_dsp_blocks_keep_their_registers(tmp_path):
+    """The MULT18X18D blocks qloom instantiates reach the routed design with their input
+    and output registers on (Yosys' blackbox, not the simulation model, is synthesized)."""
+    from nets import NetBuilder
+    b = NetBuilder((8,), int_type(12), seed=3)
+    b.dense(4, int_type(6))
+    out = tmp_path / "out"
+    compile_model(b.network("mac"), out, board="ulx3s-85f",
+                  fold={"dense0": {"pe": 2, "simd": 2}})
+    report = build_board(out).report
+    assert report["timing_met"] is True
+    assert report["estimated"]["dsp"] == report["measured"]["dsp"] == 4
+    netlist = json.loads((out / "build" / "board_top.json").read_text())
+    blocks = [cell for module in netlist["modules"].values()
+              for cell in module["cells"].values() if cell["type"] == "MULT18X18D"]
+    assert len(blocks) == 4
+    for cell in blocks:
+        params = {k: v for k, v in cell["parameters"].items() if k.startswith("REG_")}
+        assert params["REG_INPUTA_CLK"] == params["REG_OUTPUT_CLK"] == "CLK0"
+
+
 def test_cli_errors(tmp_path, capsys):
     from qloom.flows.cli import main
     assert main(["build", str(tmp_path / "nothing"), "--board", "icebreaker"]) == 2

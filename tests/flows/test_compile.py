@@ -6,6 +6,7 @@ import pytest
 
 from qloom.errors import QloomError
 from qloom.flows.compile import CompileConfig, compile_model, run_steps
+from qloom.nn.dtypes import int_type
 
 from qloom.sim.rtl_check import comb_processes_without_reset
 
@@ -102,3 +103,25 @@ def test_verilog_has_no_process_icarus_would_skip(tmp_path, make):
     design = compile_model(make(), tmp_path / "out")
     verilog = (design.out_dir / "rtl" / "qloom_top.v").read_text()
     assert comb_processes_without_reset(verilog) == []
+
+
+def test_ecp5_dsp_blocks_and_their_simulation_model(tmp_path):
+    """For ECP5 the multipliers are MULT18X18D blocks with their own registers; the
+    simulation model is written next to the RTL, listed apart from it, and the design
+    stays bit exact."""
+    from nets import NetBuilder
+    b = NetBuilder((8,), int_type(12), seed=3)
+    b.dense(4, int_type(6))
+    design = compile_model(b.network("mac"), tmp_path / "out", board="ulx3s-85f",
+                           fold={"dense0": {"pe": 2, "simd": 2}})
+    verilog = (design.out_dir / "rtl" / "qloom_top.v").read_text()
+    assert verilog.count("MULT18X18D #(") == 4 and "module MULT18X18D" not in verilog
+    assert design.manifest["rtl"] == ["rtl/qloom_top.v"]
+    assert design.manifest["sim_rtl"] == ["rtl/sim/MULT18X18D.v"]
+    assert "module MULT18X18D" in (design.out_dir / "rtl" / "sim" / "MULT18X18D.v").read_text()
+    result = design.simulate(random=30, backpressure=0.3)
+    assert result["frames"] == 30 and result["mismatches"] == 0
+    # Other targets keep Yosys' own multiplier mapping.
+    generic = compile_model(b.network("mac"), tmp_path / "ice", board="icebreaker")
+    assert generic.manifest["sim_rtl"] == []
+    assert "MULT18X18D" not in (generic.out_dir / "rtl" / "qloom_top.v").read_text()

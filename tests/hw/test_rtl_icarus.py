@@ -142,19 +142,24 @@ def test_sliding_window_verilog(h, w, c, kernel, stride, pads, dtype, simd, pad_
 
 
 MVUS = [
-    # mh, mw, pe, simd, w_type, in_type
-    (6, 12, 2, 3, INT4, UINT4),
-    (6, 12, 3, 4, BIPOLAR, BIPOLAR),
+    # mh, mw, pe, simd, w_type, in_type, keyword arguments
+    (6, 12, 2, 3, INT4, UINT4, {}),
+    (6, 12, 3, 4, BIPOLAR, BIPOLAR, {}),
+    # ECP5 DSP blocks with their own registers (simulation model), 4 of the 6 lanes
+    (6, 12, 2, 3, int_type(16), uint_type(6), {"dsp_primitive": "ecp5", "dsp_budget": 4}),
+    (4, 8, 2, 2, int_type(18), uint_type(17), {"dsp_primitive": "ecp5"}),
+    (4, 8, 4, 2, uint_type(8), int_type(6), {"dsp_primitive": "ecp5", "dsp_budget": 5}),
 ]
 
 
-@pytest.mark.parametrize("mh,mw,pe,simd,w_type,in_type", MVUS)
-def test_mvu_verilog(mh, mw, pe, simd, w_type, in_type):
+@pytest.mark.parametrize("mh,mw,pe,simd,w_type,in_type,options", MVUS)
+def test_mvu_verilog(mh, mw, pe, simd, w_type, in_type, options):
     rng = np.random.default_rng(pe * 10 + simd)
     weights = random_values(w_type, (mh, mw), rng)
     x = random_values(in_type, (3, mw), rng)
 
-    dut = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd)
+    dut = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd, **options)
+    assert dut.dsp_primitive == options.get("dsp_primitive")
     expect = dut.out_type.encode(ref_gemm(weights, w_type, in_type, x)).reshape(-1, pe)
     out = run_component_icarus(dut, in_type.encode(x).reshape(-1, simd).tolist(),
                                len(expect), stall=0.3, seed=pe)

@@ -12,7 +12,7 @@ from ..cost import (Family, Resources, adder_tree_luts, comparator_luts, memory_
                     use_block_ram)
 from .base import BuildOptions, Engine, Fold, divisors
 
-__all__ = ["DenseEngine", "datapath_of", "mvu_registers", "mvu_resources"]
+__all__ = ["DenseEngine", "datapath_of", "dsp_primitive", "mvu_registers", "mvu_resources"]
 
 _CONTROL = Resources(lut=40, ff=30)
 
@@ -46,8 +46,9 @@ def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
         compute = Resources(lut=compute.lut - dsps * mul_luts, dsp=dsps)
     if path == "mac" and options.pipeline:
         # The operand register before the multipliers, the products' register and the
-        # adder tree's.
-        compute += Resources(ff=pe * simd * wb + simd * ib + pe * simd * (ib + wb)
+        # adder tree's; ECP5 DSP blocks hold their lanes' operand and product registers.
+        in_blocks = dsps if dsp_primitive(options, w_type, in_type) else 0
+        compute += Resources(ff=(pe * simd - in_blocks) * (wb + ib + wb) + simd * ib
                              + (pe * (ib + wb + math.ceil(math.log2(simd))) if simd > 1
                                 else 0))
     acc = Resources(lut=pe * (acc_bits + 2), ff=pe * acc_bits * (2 if options.pipeline else 1))
@@ -130,7 +131,8 @@ class DenseEngine(Engine):
                    in_type=self.dense.in_type, pe=fold.pe, simd=fold.simd,
                    threshold=threshold_spec(self.threshold), dsp_budget=dsps,
                    **self.styles(fold, options).ram_styles(),
-                   **mvu_registers(options, self.multipliers(fold) > 0))
+                   **mvu_registers(options, self.multipliers(fold) > 0),
+                   dsp_primitive=dsp_primitive(options, self.dense.w_type, self.dense.in_type))
         return [Node(self.name, unit, self.inputs, self.output)]
 
 
@@ -167,6 +169,16 @@ def threshold_spec(layer: MultiThreshold | None):
         return None
     from ...hw.threshold import ThresholdSpec
     return ThresholdSpec.from_layer(layer)
+
+
+def dsp_primitive(options: BuildOptions, w_type: DataType, in_type: DataType) -> str | None:
+    """'ecp5' when the MVU's DSP lanes should be MULT18X18D blocks with their own
+    registers (see ``qloom.hw.dsp``): for ECP5 targets with pipelining, operands fitting."""
+    from ...hw.dsp import fits_dsp
+    from ...hw.types import shape_of
+    if options.family is not Family.ECP5 or not options.pipeline:
+        return None
+    return "ecp5" if fits_dsp(shape_of(w_type)) and fits_dsp(shape_of(in_type)) else None
 
 
 def mvu_registers(options: BuildOptions, multipliers: bool) -> dict:
