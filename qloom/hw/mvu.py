@@ -38,8 +38,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, fits_dsp as _fits_dsp
-from .mvu_datapath import (Datapath, is_select_type, multiply, select_datapath,
-                           select_product, tree_sum, value_of)
+from .mvu_datapath import (Datapath, is_select_type, multiply, partial_sums,
+                           select_datapath, select_product, tree_sum, value_of)
 from .threshold import ThresholdSpec, ThresholdTable
 from .types import shape_of
 from .weight_mem import RamStyle, pack_words, rom
@@ -273,15 +273,25 @@ class MVU(wiring.Component):
             (w, x), tag = self._stage(m, advance, "operand", [[w], [x]], tag)
             w, x = w_layout(w[0]), in_layout(x[0])
 
-        # (A lane on a DSP block is a constant 0 until the block's product replaces it.)
-        terms = [[Const(0) if p * self._simd + s in blocks
-                  else self._product(w[p][s], x[s], p * self._simd + s)
-                  for s in range(self._simd)] for p in range(self._pe)]
+        # Each lane gives one or more terms of its PE's sum: a lane on a DSP block a
+        # placeholder its product replaces after the product stage; a registered LUT
+        # multiplier its two partial sums, added in the adder tree (half its depth on
+        # either side of the register).
+        terms, placeholders = [[] for _ in range(self._pe)], {}
+        for lane in range(self._pe * self._simd):
+            p, s = divmod(lane, self._simd)
+            if lane in blocks:
+                placeholders[lane] = len(terms[p])
+                terms[p].append(Const(0))
+            elif (self._datapath is Datapath.MAC and lane >= self._dsp_count
+                  and self._register_products):
+                terms[p] += partial_sums(w[p][s], x[s])
+            else:
+                terms[p].append(self._product(w[p][s], x[s], lane))
         if self._register_products:
             terms, tag = self._stage(m, advance, "product", terms, tag)
         for lane, product in blocks.items():
-            p, s = divmod(lane, self._simd)
-            terms[p][s] = product
+            terms[lane // self._simd][placeholders[lane]] = product
         if self.split_adder_tree:
             # Sum groups of _TREE_GROUP lanes, register, then sum the groups: two shorter
             # trees instead of one deep one (the critical path on iCE40 otherwise).

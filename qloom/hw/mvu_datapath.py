@@ -17,7 +17,7 @@ from amaranth.hdl import Const, Mux, Value
 from ..nn.dtypes import TERNARY, DataType
 
 __all__ = ["Datapath", "MAX_BITS", "is_select_type", "select_datapath", "select_product", "multiply",
-           "tree_sum", "value_of"]
+           "partial_sums", "tree_sum", "value_of"]
 
 MAX_BITS = 32
 
@@ -64,21 +64,26 @@ def select_product(select: Value, select_type: DataType, other: Value) -> Value:
     return Mux(select, other, 0)  # BINARY
 
 
+def partial_sums(a: Value, b: Value, parts: int = 2) -> list:
+    """Up to ``parts`` values whose sum is exactly ``a * b``: the partial products of the
+    narrower operand's bits (shifted copies of the other), summed in ``parts`` groups, so
+    that a register can sit between the groups' sums and their total."""
+    a, b = Value.cast(a), Value.cast(b)
+    if len(b) > len(a):
+        a, b = b, a
+    terms = [Mux(b[k], a << k, 0) for k in range(len(b))]
+    if b.shape().signed:  # two's complement: the top bit weighs -2**(width-1)
+        terms[-1] = -terms[-1]
+    size = -(-len(terms) // parts)
+    return [tree_sum(terms[k:k + size]) for k in range(0, len(terms), size)]
+
+
 def multiply(a: Value, b: Value, *, dsp: bool) -> Value:
     """The exact product ``a * b``: a ``$mul`` (DSP-mappable) when ``dsp``, otherwise
     partial products of the narrower operand's bits, summed in a tree."""
     if dsp:
         return a * b
-    a, b = Value.cast(a), Value.cast(b)
-    if len(b) > len(a):
-        a, b = b, a
-    width = len(b)
-    terms = [Mux(b[k], a << k, 0) for k in range(width)]
-    if b.shape().signed:  # two's complement: the top bit weighs -2**(width-1)
-        if width == 1:
-            return -terms[0]
-        return tree_sum(terms[:-1]) - terms[-1]
-    return tree_sum(terms)
+    return tree_sum(partial_sums(a, b))
 
 
 def tree_sum(values: list) -> Value:

@@ -4,8 +4,9 @@ per lane, the exact stand-in for a many-level threshold unit (see
 
 A pixel's ``C`` channels arrive as ``C/lanes`` words (word ``j`` lane ``p`` is channel
 ``j*lanes + p``); the per-channel offsets are constants selected by the channel fold.
-Two register stages (add, then round and clamp) behind one global stall: one word per
-cycle, latency 2.
+Three register stages (add, round, clamp) behind one global stall: one word per cycle,
+latency 3. The offsets of the next word are looked up a word ahead, into a register, so
+that no table read precedes the adder (it made the requantizer the iCE40 critical path).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class Requantizer(wiring.Component):
     """``i``: ``ArrayLayout(shape_of(in_type), lanes)`` -> ``o``:
     ``ArrayLayout(shape_of(out_type), lanes)``."""
 
-    latency = 2
+    latency = 3
 
     def __init__(self, *, bias, shift: int, rounding: Rounding, lo: int, hi: int,
                  in_type: DataType, out_type: DataType, lanes: int):
@@ -92,24 +93,28 @@ class Requantizer(wiring.Component):
         m.d.comb += [advance.eq(~self.o.valid | self.o.ready), self.i.ready.eq(advance)]
 
         fold = Signal(range(max(2, folds)))
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += fold.eq(Mux(fold == folds - 1, 0, fold + 1))
-
         width = self._sum_type.bits + 1
+        next_fold = Signal.like(fold)
+        m.d.comb += next_fold.eq(Mux(fold == folds - 1, 0, fold + 1))
+        # The lanes' offsets packed in one constant each and selected by a shift, which
+        # Yosys writes as an `assign` (an Array would become an `always @*`).
+        tables = [Cat(Const(int(b), signed(width)) for b in self._bias[p::self._lanes])
+                  for p in range(self._lanes)]
+        offsets = [Signal(signed(width), name=f"offset{p}", init=int(self._bias[p]))
+                   for p in range(self._lanes)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += fold.eq(next_fold)
+            m.d.sync += [o.eq(t.word_select(next_fold, width).as_signed())
+                         for o, t in zip(offsets, tables)]
         sums = [Signal(signed(width), name=f"sum{p}") for p in range(self._lanes)]
         rounded = [Signal(signed(width + 1), name=f"rounded{p}") for p in range(self._lanes)]
-        # Combinational values as whole assignments outside any If (see qloom.sim.rtl_check).
-        m.d.comb += [r.eq(self._round(y)) for r, y in zip(rounded, sums)]
-        valid1 = Signal()
+        valid1, valid2 = Signal(), Signal()
         with m.If(advance):
-            m.d.sync += [valid1.eq(self.i.valid), self.o.valid.eq(valid1)]
+            m.d.sync += [valid1.eq(self.i.valid), valid2.eq(valid1), self.o.valid.eq(valid2)]
             for p in range(self._lanes):
-                # The lane's offsets packed in one constant and selected by a shift, which
-                # Yosys writes as an `assign` (an Array would become an `always @*`).
-                table = Cat(Const(int(b), signed(width)) for b in self._bias[p::self._lanes])
-                offset = table.word_select(fold, width).as_signed()
                 r = rounded[p]
-                m.d.sync += [sums[p].eq(self.i.payload[p] + offset),
+                m.d.sync += [sums[p].eq(self.i.payload[p] + offsets[p]),
+                             r.eq(self._round(sums[p])),
                              self.o.payload[p].eq(
                                  Mux(r < self._lo, self._lo, Mux(r > self._hi, self._hi, r)))]
         return m

@@ -24,11 +24,11 @@ class RequantEngine(LaneEngine):
     def resources(self, fold, options, dsps=0):
         bits = self.layer.in_type.bits + 2
         folds = self.layer.channels // fold.pe
-        # Per lane: the offset adder, the rounding increment, the clamp, and the offset
-        # table over the channel folds (a ROM in LUTs).
+        # Per lane: the offset adder, the rounding increment, the clamp, the offset table
+        # over the channel folds (a ROM in LUTs) and the registers between them.
         table = memory_cost(folds, bits, options.family, block=False)
         per_lane = Resources(lut=3 * bits + self.layer.out_type.bits,
-                             ff=bits + self.layer.out_type.bits) + table
+                             ff=3 * bits + self.layer.out_type.bits) + table
         return Resources(lut=fold.pe * per_lane.lut + 10, ff=fold.pe * per_lane.ff + 8)
 
     @property
