@@ -238,6 +238,9 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
         if output:
             argv += ["--asc", _rel(output, cwd)]
     else:
+        # router2: on the jet tagger (133 DSP blocks) router1 was still not done after
+        # 20 minutes; router2 routed it in under 2.
+        argv += ["--router", "router2"]
         if constraints:
             argv += ["--lpf", _rel(constraints, cwd)]
         if output:

@@ -6,8 +6,8 @@ ECP5). The fabric registers around a bypassed block are then placed wherever the
 is, and on a design using most of the ECP5-85F's DSP blocks the routes into and out of
 them took 15 of a 19 ns critical path (the jet tagger). ``Ecp5Multiplier`` instantiates
 the block with its A/B input registers and its output register on, enabled by ``ce``: two
-cycles from operands to product, like the matrix-vector unit's operand and product
-register stages it stands in for.
+cycles from operands to product (the matrix-vector unit feeds it from its operand
+register and adds a stage to its other lanes to match).
 
 Simulators do not know the primitive: ``MULT18X18D_MODEL`` is a Verilog model of the
 configuration instantiated here, which ``qloom simulate`` and the component checks add

@@ -16,11 +16,13 @@ compare stage when thresholds are fused. ``i.ready`` therefore depends combinati
 ``o.ready``; a FIFO between units cuts that path. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
 either side: ``SF - 1 + 2 + register_operands + register_products + register_adder_tree +
-split_adder_tree + (1 if thresholds are fused)``; a registered tree over more than 8 lanes
+split_adder_tree + (1 if thresholds are fused) + (1 with ECP5 DSP blocks, see
+qloom.hw.dsp)``; a registered tree over more than 8 lanes
 is split by one more register stage (``split_adder_tree``). The operand register takes the
 input buffer's read and the stream/buffer select off the path into the multipliers (on
 the ECP5-85F that path was 22.9 ns into the jet tagger's DSP blocks; with the register,
-19 ns of register -> DSP -> register remain, most of it routing to DSPs placed far away).
+19 ns of register -> DSP -> register remained, most of it routing to DSPs placed far
+away, which the blocks' own registers remove: ``dsp_primitive="ecp5"``, see qloom.hw.dsp).
 
 Weights live in a read-only :class:`amaranth.lib.memory.Memory` of ``NF*SF`` words of
 ``PE*SIMD`` lanes, read synchronously, placed by ``ram_style`` (the fused thresholds by
@@ -139,8 +141,8 @@ class MVU(wiring.Component):
             raise ValueError(f"DSP primitive must be None or 'ecp5', not {dsp_primitive!r}")
         if dsp_primitive and self._dsp_count:
             if not (self._register_operands and self._register_products):
-                raise ValueError("The 'ecp5' DSP primitive stands in for the operand and "
-                                 "product registers: it needs register_operands and "
+                raise ValueError("The 'ecp5' DSP primitive works in the operand and "
+                                 "product register stages: it needs register_operands and "
                                  "register_products")
             for role, dtype in (("Weight", w_type), ("Input", in_type)):
                 if not _fits_dsp(shape_of(dtype)):
@@ -195,8 +197,8 @@ class MVU(wiring.Component):
         """Cycles from a vector's first input word taken to its first output word taken,
         with no stalls (see the module documentation)."""
         return (self.synapse_folds + 1 + self._register_operands + self._register_products
-                + self._register_adder_tree + self.split_adder_tree
-                + (self._threshold is not None))
+                + (self._dsp_primitive is not None) + self._register_adder_tree
+                + self.split_adder_tree + (self._threshold is not None))
 
     @property
     def split_adder_tree(self) -> bool:
@@ -259,8 +261,13 @@ class MVU(wiring.Component):
         else:
             x = x_reg
         w = w_layout(w_port.data)
-        # DSP blocks with their own registers take the operands before the operand stage
-        # and give the product after the product stage (two cycles either way).
+        if self._register_operands:
+            (w, x), tag = self._stage(m, advance, "operand", [[w], [x]], tag)
+            w, x = w_layout(w[0]), in_layout(x[0])
+        # DSP blocks with their own registers take the registered operands and give the
+        # product two cycles later, after the product stage and one more register stage
+        # (fed straight from the input buffer's LUT RAM, the blocks' input registers were
+        # the ECP5 critical path: 16.6 ns, 9.2 of them routing to the block).
         blocks = {}
         if self._dsp_primitive:
             for lane in range(self._dsp_count):
@@ -269,9 +276,6 @@ class MVU(wiring.Component):
                 m.submodules[f"dsp{lane}"] = block
                 m.d.comb += [block.a.eq(w[p][s]), block.b.eq(x[s]), block.ce.eq(advance)]
                 blocks[lane] = block.p
-        if self._register_operands:
-            (w, x), tag = self._stage(m, advance, "operand", [[w], [x]], tag)
-            w, x = w_layout(w[0]), in_layout(x[0])
 
         # Each lane gives one or more terms of its PE's sum: a lane on a DSP block a
         # placeholder its product replaces after the product stage; a registered LUT
@@ -290,6 +294,8 @@ class MVU(wiring.Component):
                 terms[p].append(self._product(w[p][s], x[s], lane))
         if self._register_products:
             terms, tag = self._stage(m, advance, "product", terms, tag)
+        if self._dsp_primitive:
+            terms, tag = self._stage(m, advance, "aligned", terms, tag)
         for lane, product in blocks.items():
             terms[lane // self._simd][placeholders[lane]] = product
         if self.split_adder_tree:

@@ -242,7 +242,7 @@ GOOD = dict(weights=np.ones((6, 6), dtype=np.int64), w_type=INT4, in_type=INT4, 
      r"Register adder tree must be a bool or None, not 'yes'"),
     ({"dsp_primitive": "dsp48"}, ValueError, r"DSP primitive must be None or 'ecp5', not 'dsp48'"),
     ({"dsp_primitive": "ecp5", "register_products": False}, ValueError,
-     r"The 'ecp5' DSP primitive stands in for the operand and product registers"),
+     r"The 'ecp5' DSP primitive works in the operand and product register stages"),
     ({"dsp_primitive": "ecp5", "in_type": uint_type(18), "register_products": True}, ValueError,
      r"Input type UINT18 does not fit an ECP5 MULT18X18D \(signed up to 18 bits, unsigned up to "
      r"17\)"),
