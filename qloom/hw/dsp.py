@@ -7,7 +7,8 @@ is, and on a design using most of the ECP5-85F's DSP blocks the routes into and 
 them took 15 of a 19 ns critical path (the jet tagger). ``Ecp5Multiplier`` instantiates
 the block with its A/B input registers and its output register on, enabled by ``ce``: two
 cycles from operands to product (the matrix-vector unit feeds it from its operand
-register and adds a stage to its other lanes to match).
+register, adds a stage to its other lanes to match, and registers the products once
+more in the fabric before its adder tree).
 
 Simulators do not know the primitive: ``MULT18X18D_MODEL`` is a Verilog model of the
 configuration instantiated here, which ``qloom simulate`` and the component checks add

@@ -46,13 +46,14 @@ def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
         compute = Resources(lut=compute.lut - dsps * mul_luts, dsp=dsps)
     if path == "mac" and options.pipeline:
         # The operand register before the multipliers, the products' register (two
-        # partial sums for a LUT multiplier) and the adder tree's. ECP5 DSP blocks hold
-        # their lanes' product registers; the other lanes get one more stage to match.
+        # partial sums for a LUT multiplier) and the adder tree's. With ECP5 DSP blocks
+        # (which hold their lanes' product registers) every lane has two more stages.
         in_blocks = dsps if dsp_primitive(options, w_type, in_type) else 0
         lut_lanes = pe * simd - dsps
-        product_stages = 2 if in_blocks else 1
+        product_stages = 3 if in_blocks else 1
         compute += Resources(ff=pe * simd * wb + simd * ib
                              + (pe * simd - in_blocks + lut_lanes) * (ib + wb) * product_stages
+                             + in_blocks * (ib + wb)
                              + (pe * (ib + wb + math.ceil(math.log2(simd))) if simd > 1
                                 else 0))
     acc = Resources(lut=pe * (acc_bits + 2), ff=pe * acc_bits * (2 if options.pipeline else 1))
