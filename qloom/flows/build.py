@@ -216,7 +216,8 @@ def _build_board(out_dir, *, board, clock_mhz, baud) -> BuildResult:
                           package=b.package, clock_mhz=None, report=tmp / f"{NAME}.report.json",
                           constraints=tmp / f"{NAME}.{'pcf' if family == 'ice40' else 'lpf'}",
                           log=tmp / f"{NAME}.nextpnr.log", output=routed,
-                          speed=getattr(platform, "speed", 6))
+                          speed=getattr(platform, "speed", 6),
+                          router=synth.router_for(family, stat["dsp"]))
         bitstream = tmp / f"{NAME}.{b.bitstream_ext}"
         if family == "ice40":
             synth.run_tool("icepack", ["yowasp-icepack", routed.name, bitstream.name], tmp,

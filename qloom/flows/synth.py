@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 from ..errors import ToolError
 
 __all__ = ["FAMILIES", "SynthReport", "Harness", "synthesize", "run_tool", "run_yosys",
-           "board_synth_opts", "run_nextpnr", "read_stat", "read_nextpnr_report",
+           "board_synth_opts", "router_for", "run_nextpnr", "read_stat", "read_nextpnr_report",
            "nextpnr_device_args"]
 
 FAMILIES = ("ice40", "ecp5", "generic")
@@ -174,6 +174,16 @@ SYNTH_OPTS = ""
 RETRY_OPTS = "-dff"
 
 
+# nextpnr-ecp5's router1 was still routing the jet tagger (133 DSP blocks) after 20 minutes;
+# router2 finished it in 2. On TFC-w1a1 (no DSP) router1 gave 137 MHz, router2 114 MHz.
+ROUTER2_FROM_DSPS = 64
+
+
+def router_for(family: str, dsps: int) -> str | None:
+    """The nextpnr router for a design using ``dsps`` DSP blocks (None: the default)."""
+    return "router2" if family == "ecp5" and dsps >= ROUTER2_FROM_DSPS else None
+
+
 def board_synth_opts(family: str) -> str:
     """The ``synth_opts`` of an amaranth-boards build: its iCE40 script maps no multiplier
     to an SB_MAC16 unless told to (-dsp); ECP5's maps them to MULT18X18D by default."""
@@ -225,9 +235,10 @@ def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
 def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: str,
                 constraints: Path | None, clock_mhz: float | None, report: Path,
                 log: Path, output: Path | None = None, speed: str | int = 6,
-                quiet: bool = False) -> float:
+                quiet: bool = False, router: str | None = None) -> float:
     """Place and route ``netlist`` (Yosys JSON); ``output`` is the .asc (iCE40) or
-    .config (ECP5) for the bitstream packer."""
+    .config (ECP5) for the bitstream packer; ``router`` picks nextpnr's router (None: its
+    default)."""
     argv = [f"yowasp-nextpnr-{family}", *nextpnr_device_args(family, device, package, speed),
             "--json", _rel(netlist, cwd), "--report", _rel(report, cwd), "--log", _rel(log, cwd),
             "--timing-allow-fail"]
@@ -238,9 +249,8 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
         if output:
             argv += ["--asc", _rel(output, cwd)]
     else:
-        # router2: on the jet tagger (133 DSP blocks) router1 was still not done after
-        # 20 minutes; router2 routed it in under 2.
-        argv += ["--router", "router2"]
+        if router:
+            argv += ["--router", router]
         if constraints:
             argv += ["--lpf", _rel(constraints, cwd)]
         if output:

@@ -108,6 +108,11 @@ def test_failed_synthesis_is_retried_with_dff(tmp_path, monkeypatch, capsys):
         capsys.readouterr().out
 
 
+def test_router_choice():
+    assert synth.router_for("ecp5", 133) == "router2"
+    assert synth.router_for("ecp5", 4) is None and synth.router_for("ice40", 200) is None
+
+
 def test_read_nextpnr_report(tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps({
