@@ -84,8 +84,12 @@ def main(argv=None) -> int:
         for kind in ("lut", "ff", "dsp", "bram"):
             use = r["utilization"][kind]
             est = (r.get("estimated") or {}).get(kind)
-            print(f"  {kind:5s} {use['used']:>6} of {use['available']:>6}"
-                  + (f"   (estimated {est})" if est is not None else ""))
+            note = f"   (estimated {est})" if est is not None else ""
+            if kind == "lut" and r.get("estimated_logic_cells") is not None:
+                # iCE40: nextpnr counts logic cells, each one LUT4 and one flip-flop
+                note = (f" logic cells (estimated {r['estimated_logic_cells']}; LUT4 "
+                        f"{r['measured']['lut']}, estimated {est})")
+            print(f"  {kind:5s} {use['used']:>6} of {use['available']:>6}{note}")
 
     print(f"\ndemo done in {time.perf_counter() - t0:.0f} s; outputs in {args.out}/")
     return 0

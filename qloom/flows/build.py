@@ -238,6 +238,8 @@ def _build_board(out_dir, *, board, clock_mhz, baud) -> BuildResult:
             "yosys_cells": stat["cells_by_type"],
             "bitstream": str(out / "build" / bitstream.name),
             "estimated": need,
+            # iCE40 logic cells (each one LUT4 and one flip-flop): nextpnr's "lut" count.
+            "estimated_logic_cells": b.logic_cells(Resources.from_dict(need)) if need else None,
             # LUT4s as Yosys counts them (nextpnr's logic cells also hold lone flip-flops,
             # which the LUT estimate does not claim to count); the rest as placed.
             "measured": (measured := {"lut": stat["lut"], "ff": util["ff"]["used"],

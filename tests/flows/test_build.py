@@ -125,6 +125,7 @@ def test_estimate_error(tmp_path):
         {"layers": [], "resources": {"lut": 50, "ff": 20, "dsp": 0, "bram": 0}}))
     report = build_board(out, board="icebreaker", clock_mhz=24).report
     assert report["estimated"]["lut"] == 500
+    assert report["estimated_logic_cells"] == 500 + 214     # + 2/3 of 320 flip-flops
     used = report["measured"]["lut"]          # Yosys' LUT4 count
     assert used == report["yosys_cells"]["SB_LUT4"]
     assert report["estimate_error"]["lut"] == pytest.approx((500 - used) / used, abs=1e-3)
