@@ -278,7 +278,7 @@ class MVU(wiring.Component):
                 blocks[lane] = block.p
 
         # Each lane gives one or more terms of its PE's sum: a lane on a DSP block a
-        # placeholder its product replaces after the product stage; a registered LUT
+        # placeholder its product replaces once the other lanes caught up; a registered LUT
         # multiplier its two partial sums, added in the adder tree (half its depth on
         # either side of the register).
         terms, placeholders = [[] for _ in range(self._pe)], {}
