@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ...errors import QloomError
 from ..cost import Family, Resources
 
-__all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "divisors"]
+__all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "ChannelEngine", "divisors"]
 
 
 def divisors(n: int) -> list[int]:
@@ -130,3 +130,16 @@ class LaneEngine(Engine):
 
     def out_lanes(self, fold):
         return fold.pe
+
+
+class ChannelEngine(LaneEngine):
+    """A lane engine for one per-channel layer (thresholds, requantization) over ``pixels``
+    pixels, one word per cycle: a pixel takes ``channels / pe`` cycles."""
+
+    def __init__(self, layer, pixels: int):
+        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.channels = layer.channels
+        self.layer, self.pixels = layer, pixels
+
+    def cycles(self, fold):
+        return self.pixels * (self.channels // fold.pe)

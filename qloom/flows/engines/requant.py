@@ -5,21 +5,14 @@ from __future__ import annotations
 
 from ...nn.ir import Requant
 from ..cost import Resources, memory_cost
-from .base import LaneEngine
+from .base import ChannelEngine
 
 __all__ = ["RequantEngine"]
 
 
-class RequantEngine(LaneEngine):
+class RequantEngine(ChannelEngine):
     kind = "requant"
-
-    def __init__(self, layer: Requant, pixels: int):
-        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
-        self.channels = layer.channels
-        self.layer, self.pixels = layer, pixels
-
-    def cycles(self, fold):
-        return self.pixels * (self.layer.channels // fold.pe)
+    layer: Requant
 
     def resources(self, fold, options, dsps=0):
         bits = self.layer.in_type.bits + 2

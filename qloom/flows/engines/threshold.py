@@ -7,7 +7,7 @@ import numpy as np
 
 from ...nn.ir import MultiThreshold
 from ..cost import Resources, adder_tree_luts, comparator_luts, memory_cost
-from .base import LaneEngine
+from .base import ChannelEngine
 from .dense import threshold_spec
 
 __all__ = ["ThresholdEngine", "SEARCH_FROM"]
@@ -17,21 +17,15 @@ __all__ = ["ThresholdEngine", "SEARCH_FROM"]
 SEARCH_FROM = 31
 
 
-class ThresholdEngine(LaneEngine):
-    kind = "threshold"
+class ThresholdEngine(ChannelEngine):
+    """Both variants take one word per cycle (the binary search is pipelined)."""
 
-    def __init__(self, layer: MultiThreshold, pixels: int):
-        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
-        self.channels = layer.channels
-        self.layer, self.pixels = layer, pixels
+    kind = "threshold"
+    layer: MultiThreshold
 
     @property
     def search(self) -> bool:
         return self.layer.num_thresholds >= SEARCH_FROM
-
-    def cycles(self, fold):
-        # Both variants take one word per cycle (the binary search is pipelined).
-        return self.pixels * (self.layer.channels // fold.pe)
 
     def resources(self, fold, options, dsps=0):
         k, bits = self.layer.num_thresholds, self.layer.in_type.bits
