@@ -11,11 +11,12 @@ tool failed goes to ``OUT/build-failed`` with its logs).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
-import os
-import shutil
-import tempfile
+import re
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from ..errors import QloomError, ToolError
 from ..hw.board_top import BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll
 from ..hw.protocol import WireFormat
 from ..hw.uart import divisor_for
-from . import synth
+from . import outdir, synth
 
 __all__ = ["BuildResult", "read_design", "fit_check", "build_board", "build_asic",
            "add_parser", "run"]
@@ -49,10 +50,45 @@ def read_design(out_dir) -> tuple[dict, dict | None]:
     if not manifest_path.is_file():
         raise QloomError(f"{out} is not a compiled design (no manifest.json); run "
                          f"`qloom compile MODEL -o {out}` first")
-    manifest = json.loads(manifest_path.read_text())
+    manifest = _read_json(manifest_path)
     report_path = out / "report.json"
-    report = json.loads(report_path.read_text()) if report_path.is_file() else None
+    report = _read_json(report_path) if report_path.is_file() else None
+    _check_script_inputs(manifest, manifest_path)
     return manifest, report
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise QloomError(f"cannot read {path}: {e}") from None
+    if not isinstance(value, dict):
+        raise QloomError(f"{path} must hold a JSON object, not {type(value).__name__}")
+    return value
+
+
+# What of a manifest reaches the generated Yosys, Tcl and shell scripts: file names and
+# the top module's name. Their languages quote differently (amaranth's Tcl quoting leaves
+# '"' alone), so only names that need no quoting anywhere are accepted.
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*\.(v|sv)")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+
+
+def _check_script_inputs(manifest: dict, path: Path):
+    """Refuse manifest values that would be written into a build script unquoted."""
+    rtl = manifest.get("rtl")
+    if not isinstance(rtl, list) or not rtl:
+        raise QloomError(f"{path}: 'rtl' must be a list of Verilog files, not {rtl!r}")
+    for name in rtl:
+        if not isinstance(name, str) or not _FILE_NAME.fullmatch(Path(name).name) \
+                or Path(name).is_absolute() or ".." in Path(name).parts:
+            raise QloomError(f"{path}: RTL file {name!r} is not allowed: qloom writes the "
+                             f"file names into build scripts, so they must be relative, "
+                             f"inside the design and made of letters, digits, '_', '.', '+' "
+                             f"and '-', ending in .v or .sv")
+    top = manifest.get("top", "qloom_top")
+    if not isinstance(top, str) or not _IDENTIFIER.fullmatch(top):
+        raise QloomError(f"{path}: top module {top!r} is not a Verilog identifier")
 
 
 def _manifest_board(manifest: dict) -> str | None:
@@ -153,10 +189,43 @@ def _utilization(board: Board, stat: dict, util: dict) -> dict:
     return out
 
 
-def _finish(tmp: Path, dest: Path):
-    if dest.exists():
-        shutil.rmtree(dest)
-    os.replace(tmp, dest)
+def _area(out: Path, name: str) -> outdir.Area:
+    """``OUT/build`` (or another of qloom's folders in OUT), checked and cleaned of a
+    killed run's staging folders."""
+    return outdir.Area.at(out / name, f"OUT/{name}", outdir.is_subfolder,
+                          hint="move it away and build again").prepare()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: unwound like Ctrl-C, so that staging folders are removed
+    and the running tool (``subprocess.run`` kills its child on any exception) ends too."""
+
+
+@contextlib.contextmanager
+def _signals_unwind():
+    """Turn SIGTERM and SIGHUP into ``Terminated`` for the duration of a build; Python's
+    default would end qloom at once and leave Yosys or nextpnr running alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Terminated(f"signal {signal.Signals(signum).name}")
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@dataclass
+class _Staged:
+    """A complete build in a staging folder, not yet in place."""
+
+    folder: Path
+    result: BuildResult
 
 
 def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = None,
@@ -165,18 +234,51 @@ def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = 
     once more with the PLL 10% under the Fmax nextpnr measured (place and route varies by
     a few percent between runs; 3% was seen to miss), so that the accelerator
     runs close to the highest clock it closes timing at (``retry=False`` keeps the first)."""
-    result = _build_board(out_dir, board=board, clock_mhz=clock_mhz, baud=baud)
-    fmax = result.report.get("fmax_mhz")
-    if retry and clock_mhz is None and result.report.get("timing_met") is False and fmax:
-        lower = math.floor(fmax * 0.9 * 10) / 10
-        print(f"[qloom] timing not met at {result.report['target_mhz']:g} MHz; building again "
-              f"at {lower:g} MHz", flush=True)
-        result = _build_board(out_dir, board=board, clock_mhz=lower, baud=baud)
-    return result
-
-
-def _build_board(out_dir, *, board, clock_mhz, baud) -> BuildResult:
     out = Path(out_dir)
+    read_design(out)
+    area, failed = _area(out, "build"), _area(out, "build-failed")
+    with _signals_unwind():
+        staged = _build_board(out, area, failed, board=board, clock_mhz=clock_mhz, baud=baud)
+        try:
+            report = staged.result.report
+            fmax = report.get("fmax_mhz")
+            if retry and clock_mhz is None and report.get("timing_met") is False and fmax:
+                staged = _build_again(out, area, failed, staged, math.floor(fmax * 0.9 * 10) / 10,
+                                      board=board, baud=baud)
+            area.install(staged.folder)
+        except BaseException:
+            area.discard(staged.folder)
+            raise
+    _print_result(staged.result.report)
+    return staged.result
+
+
+def _build_again(out, area, failed, first: _Staged, lower: float, *, board, baud) -> _Staged:
+    """The second try at ``lower`` MHz. The first try stays staged meanwhile, so that a
+    kill keeps the previous build in ``OUT/build``; when the tools fail on the second
+    try, the first (complete, timing missed) is installed and the error raised."""
+    print(f"[qloom] timing not met at {first.result.report['target_mhz']:g} MHz; building "
+          f"again at {lower:g} MHz", flush=True)
+    try:
+        second = _build_board(out, area, failed, board=board, clock_mhz=lower, baud=baud)
+    except ToolError:
+        area.install(first.folder)
+        raise
+    area.discard(first.folder)
+    return second
+
+
+def _print_result(result: dict):
+    if result.get("fmax_mhz") is None and result.get("bitstream") is None:
+        return
+    print(f"[qloom] Fmax {result['fmax_mhz']} MHz (target {result['target_mhz']:g} MHz, timing "
+          f"{'met' if result['timing_met'] else 'NOT met'}); bitstream {result['bitstream']}")
+
+
+def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, clock_mhz,
+                 baud) -> _Staged:
+    """One build into a staging folder (``area.install`` puts it in place). A tool
+    failure moves the staging folder, logs and all, to ``OUT/build-failed``."""
     manifest, report = read_design(out)
     name = board or _manifest_board(manifest)
     if name is None:
@@ -189,12 +291,13 @@ def _build_board(out_dir, *, board, clock_mhz, baud) -> BuildResult:
     baud = top.baud
     print(f"[qloom] building for {b.name} ({b.device}) at {top.clock_mhz:g} MHz, "
           f"UART {baud} baud", flush=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out))
+    tmp = area.staging()
     try:
-        options = ({"synth_opts": synth.board_synth_opts(b.family.value)}
+        # Yosys options and commands only for the open flow: Vivado's Tcl has no `stat`.
+        options = ({"synth_opts": synth.board_synth_opts(b.family.value),
+                    "script_after_synth": f"tee -q -o {NAME}.stat.json stat -json"}
                    if b.family.open_flow else {})
-        plan = platform.prepare(top, name=NAME, **options,
-                                script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
+        plan = platform.prepare(top, name=NAME, **options)
         plan.extract(tmp)
         if not b.family.open_flow:
             script = tmp / f"build_{NAME}.sh"
@@ -202,11 +305,10 @@ def _build_board(out_dir, *, board, clock_mhz, baud) -> BuildResult:
                       "bitstream": None, "vendor_script": str(out / "build" / script.name),
                       "estimated": need}
             (tmp / "report.json").write_text(json.dumps(result, indent=1))
-            _finish(tmp, out / "build")
             print(f"[qloom] {b.title} needs the vendor tools (Vivado), which qloom cannot run "
                   f"here; the complete project is in {out / 'build'}: run "
-                  f"`sh {out / 'build' / script.name}` on a machine with Vivado")
-            return BuildResult(out / "build", result, None)
+                  f"`sh {script.name}` there on a machine with Vivado")
+            return _Staged(tmp, BuildResult(out / "build", result, None))
         family = b.family.value
         synth.run_yosys(tmp / f"{NAME}.ys", tmp, tmp / f"{NAME}.yosys.log",
                         step=f"yosys synth_{family}")
@@ -249,17 +351,13 @@ def _build_board(out_dir, *, board, clock_mhz, baud) -> BuildResult:
                                for k in need} if need else None,
         }
         (tmp / "report.json").write_text(json.dumps(result, indent=1))
-        _finish(tmp, out / "build")
     except ToolError as e:     # keep the logs of a failed build, apart from a good one
-        failed = out / "build-failed"
-        _finish(tmp, failed)
-        raise ToolError(str(e).replace(str(tmp), str(failed))) from None
+        failed.install(tmp)
+        raise ToolError(str(e).replace(str(tmp), str(failed.path))) from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        area.discard(tmp)
         raise
-    print(f"[qloom] Fmax {fmax} MHz (target {top.clock_mhz:g} MHz, timing "
-          f"{'met' if result['timing_met'] else 'NOT met'}); bitstream {result['bitstream']}")
-    return BuildResult(out / "build", result, out / "build" / bitstream.name)
+    return _Staged(tmp, BuildResult(out / "build", result, out / "build" / bitstream.name))
 
 
 # A static CMOS D flip-flop with reset and enable (Yosys counts no transistors for them).
@@ -270,23 +368,26 @@ def build_asic(out_dir) -> BuildResult:
     """Generic gate-level synthesis of OUT's accelerator: cells and transistors."""
     out = Path(out_dir)
     manifest, _ = read_design(out)
-    tmp = Path(tempfile.mkdtemp(prefix=".asic-", dir=out))
-    try:
-        r = synth.synthesize([out / name for name in manifest["rtl"]], family="generic",
-                             build_dir=tmp, top=manifest.get("top", "qloom_top"))
-        result = {"target": "asic-generic", "library": "yosys abc -g cmos2 (NAND/NOR/NOT)",
-                  "cells_by_type": r.cells_by_type, "cells": sum(r.cells_by_type.values()),
-                  "flip_flops": r.ff, "transistors_logic": r.transistors,
-                  "transistors_estimate": (r.transistors or 0) + FF_TRANSISTORS * r.ff,
-                  "note": f"flip-flops counted at {FF_TRANSISTORS} transistors each"}
-        (tmp / "asic_report.json").write_text(json.dumps(result, indent=1))
-        dest = out / "build"
-        dest.mkdir(exist_ok=True)
-        _finish(tmp, dest / "asic")
-        shutil.copy(dest / "asic" / "asic_report.json", dest / "asic_report.json")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    if (out / "build").is_symlink() or (out / "build").is_file():
+        _area(out, "build")                      # refused with the reason
+    area = _area(out, "build/asic")
+    with _signals_unwind():
+        tmp = area.staging()
+        try:
+            r = synth.synthesize([out / name for name in manifest["rtl"]], family="generic",
+                                 build_dir=tmp, top=manifest.get("top", "qloom_top"))
+            result = {"target": "asic-generic",
+                      "library": "yosys abc -g cmos2 (NAND/NOR/NOT)",
+                      "cells_by_type": r.cells_by_type, "cells": sum(r.cells_by_type.values()),
+                      "flip_flops": r.ff, "transistors_logic": r.transistors,
+                      "transistors_estimate": (r.transistors or 0) + FF_TRANSISTORS * r.ff,
+                      "note": f"flip-flops counted at {FF_TRANSISTORS} transistors each"}
+            (tmp / "asic_report.json").write_text(json.dumps(result, indent=1))
+            area.install(tmp)
+        except BaseException:
+            area.discard(tmp)
+            raise
+    (out / "build" / "asic_report.json").write_text(json.dumps(result, indent=1))
     print(f"[qloom] {result['cells']} cells, {result['flip_flops']} flip-flops, about "
           f"{result['transistors_estimate']:,} transistors")
     return BuildResult(out / "build", result, None)

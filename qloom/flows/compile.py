@@ -20,6 +20,7 @@ import numpy as np
 from .. import __version__
 from ..errors import QloomError
 from ..hw.dsp import simulation_models
+from . import outdir
 from .cost import Family
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
@@ -284,16 +285,26 @@ def compile_model(model, out_dir=None, *, progress=None, **options) -> Design:
         raise QloomError(f"unknown compile option(s) {unknown}; known: "
                          f"{sorted(CompileConfig.__dataclass_fields__)}")
     cfg = CompileConfig(**options)
-    state = run_steps(model, cfg, progress=progress)
     out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="qloom-"))
-    manifest, report = _write(state, cfg, out_dir)
+    area = _out_area(out_dir, model)         # refuse a bad OUT before any work
+    state = run_steps(model, cfg, progress=progress)
+    manifest, report = _write(state, cfg, area)
     return Design(out_dir, manifest, report, state.network)
 
 
-def _write(state, cfg, out_dir: Path):
-    out_dir = out_dir.resolve()
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+def _out_area(out_dir: Path, model) -> outdir.Area:
+    """OUT, checked: never the model's own folder (nor one above it), whose files a
+    replaced OUT would take with it."""
+    keep = (Path(model).parent,) if isinstance(model, (str, Path)) else ()
+    return outdir.Area.at(out_dir, "OUT", outdir.is_design,
+                          hint="choose a new folder, an empty one or an earlier qloom "
+                               "design").prepare(keep_clear_of=keep)
+
+
+def _write(state, cfg, area: outdir.Area):
+    """Write the design into a staging folder next to OUT and swap it in when complete
+    (see ``outdir``): a failure or a kill leaves the old design or the new one."""
+    staging = area.staging()
     try:
         (staging / "rtl").mkdir()
         (staging / "rtl" / "qloom_top.v").write_text(state.verilog)
@@ -308,32 +319,70 @@ def _write(state, cfg, out_dir: Path):
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (staging / "report.md").write_text(render_report_md(report))
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            out_dir.rename(old)
-            staging.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            staging.rename(out_dir)
+        area.install(staging)
+    except OSError as e:
+        area.discard(staging)
+        raise QloomError(f"cannot write OUT {area.path}: {e.strerror or e} "
+                         f"({e.filename or staging})") from None
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        area.discard(staging)
         raise
     return manifest, report
 
 
 def _save_model(model, folder: Path) -> str | None:
-    """Keep the source model inside the design folder; None for an in-Python network."""
+    """Keep the source model inside the design folder, self-contained: a model whose
+    weights live in external data files is saved with them inside (the design must
+    simulate and run without the user's folder). None for an in-Python network."""
     import onnx
 
     from ..nn.ir import Network
     if isinstance(model, Network):
         return None
     if isinstance(model, (str, Path)):
-        shutil.copyfile(model, folder / "model.onnx")
-    elif isinstance(model, onnx.ModelProto):
-        onnx.save(model, str(folder / "model.onnx"))
-    else:
+        proto = _read_external(Path(model))
+        if proto is None:
+            shutil.copyfile(model, folder / "model.onnx")
+            return "model.onnx"
+        model = proto
+    if not isinstance(model, onnx.ModelProto):
         raise QloomError(f"a model is a path, an onnx.ModelProto or a qloom Network, "
                          f"not {type(model).__name__}")
+    try:
+        onnx.save(model, str(folder / "model.onnx"))
+    except ValueError:          # over protobuf's 2 GB: the weights go to one data file
+        onnx.save(model, str(folder / "model.onnx"), save_as_external_data=True,
+                  all_tensors_to_one_file=True, location="model.onnx.data")
     return "model.onnx"
+
+
+def _read_external(path: Path):
+    """The model at ``path`` with its external data loaded, or None when it has none (the
+    file is then copied byte for byte). The loader has already refused a missing data
+    file or one outside the model's folder; this names them again if they changed."""
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    head = onnx.load(str(path), load_external_data=False)
+    if not any(uses_external_data(t) for t in _tensors(head)):
+        return None
+    try:
+        return onnx.load(str(path))
+    except Exception as e:      # onnx raises ValidationError, OSError, ... for bad data files
+        raise QloomError(f"cannot copy the external data of {path} into OUT: {e}") from None
+
+
+def _tensors(model):
+    """Every tensor of the model: initializers and node attributes, subgraphs included."""
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        yield from graph.initializer
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                if attr.HasField("g"):
+                    graphs.append(attr.g)
+                graphs.extend(attr.graphs)

@@ -57,8 +57,35 @@ def _read(model) -> onnx.ModelProto:
     try:
         return onnx.load(path)
     except Exception as e:  # onnx raises DecodeError, ValueError, ... on damaged files
+        problem = _external_data_problem(path)
+        if problem:
+            raise QloomError(f"cannot read ONNX model {path}: {problem}") from None
         raise QloomError(f"cannot read ONNX model {path}: the file is truncated or not an "
                          f"ONNX model ({type(e).__name__}: {e})") from e
+
+
+def _external_data_problem(path: str) -> str | None:
+    """What is wrong with the external data files of a model that fails to load (None
+    when the model file itself is the problem): a file that is missing, or outside the
+    model's folder (onnx refuses to read those)."""
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+    try:
+        head = onnx.load(path, load_external_data=False)
+    except Exception:
+        return None
+    folder = os.path.realpath(os.path.dirname(path) or ".")
+    for tensor in head.graph.initializer:
+        if not uses_external_data(tensor):
+            continue
+        location = ExternalDataInfo(tensor).location
+        data = os.path.realpath(os.path.join(folder, location))
+        if os.path.commonpath([folder, data]) != folder:
+            return (f"the external data of tensor '{tensor.name}' is {location!r}, outside "
+                    f"the model's folder {folder}; onnx reads data files only from there")
+        if not os.path.isfile(data):
+            return (f"the external data file {location!r} of tensor '{tensor.name}' is "
+                    f"missing (expected at {data})")
+    return None
 
 
 def _fix_input_shapes(proto: onnx.ModelProto):
