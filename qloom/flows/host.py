@@ -4,12 +4,17 @@ frames, and (``qloom run``) check them against the integer reference.
 The protocol and its codec live in ``qloom.hw.link``. ``HostLink`` works with anything that
 has pyserial's ``write(bytes)`` and ``read(n)`` (``read`` returning fewer bytes on timeout),
 so the tests drive it against a board simulated in Python.
+
+Every fault of the link (an error reply, an unknown status byte, garbage, silence, a port
+that hangs up) ends as a ``LinkError`` within the stated timeout of a frame, retries
+included.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +32,20 @@ class LinkError(QloomError):
     """The board did not answer a frame correctly (after the retries)."""
 
 
+def _check_timeout(timeout) -> float:
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+        raise TypeError(f"Timeout must be a number of seconds, not {timeout!r}")
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(f"Timeout must be a finite number of seconds above 0, not {timeout!r}")
+    return float(timeout)
+
+
 class HostLink:
     """Frames in, frames out over ``port``. A request answered with an error reply, a
-    corrupted reply or no reply within ``timeout`` seconds is sent again up to ``retries``
-    times; ``errors`` counts what happened."""
+    corrupted reply or no reply is sent again up to ``retries`` times, all within
+    ``timeout`` seconds per frame (each attempt waits for its share of the time left, so
+    a silent board costs ``timeout``, not ``retries + 1`` times it); ``errors`` counts what
+    happened. A port that fails (an unplugged board) ends the frame at once."""
 
     def __init__(self, port, input_format: WireFormat, output_format: WireFormat, *,
                  timeout: float = 2.0, retries: int = 2, retry_gap: float = 0.1):
@@ -40,43 +55,63 @@ class HostLink:
         if not isinstance(retries, int) or retries < 0:
             raise TypeError(f"Retries must be a non-negative integer, not {retries!r}")
         self.port, self.input_format, self.output_format = port, input_format, output_format
-        self.timeout, self.retries, self.retry_gap = timeout, retries, retry_gap
+        self.timeout, self.retries, self.retry_gap = _check_timeout(timeout), retries, retry_gap
         self.errors: dict[str, int] = {}
         self._buffer = b""
 
     def _count(self, what: str):
         self.errors[what] = self.errors.get(what, 0) + 1
 
-    def _reply(self):
-        deadline = time.monotonic() + self.timeout
+    def _reply(self, deadline: float):
+        """The next reply, or None at ``deadline``. Raises ProtocolError for a corrupted
+        one, ValueError for an unknown status byte, OSError when the port fails."""
         while True:
             reply, used = decode_reply(self._buffer)
             self._buffer = self._buffer[used:]
             if reply is not None:
                 return reply
-            if time.monotonic() > deadline:
+            if time.monotonic() >= deadline:
                 return None
             waiting = getattr(self.port, "in_waiting", 0)
-            self._buffer += self.port.read(max(1, waiting))
+            data = self.port.read(max(1, waiting))
+            if not data:           # a port object whose read does not wait: do not spin
+                time.sleep(min(0.002, max(0.0, deadline - time.monotonic())))
+            self._buffer += data
+
+    def _hung_up(self, error: OSError) -> LinkError:
+        return LinkError(f"the serial port failed, was the board unplugged? "
+                         f"({type(error).__name__}: {error})")
 
     def infer(self, codes) -> np.ndarray:
         """One frame of input wire codes -> the frame of output wire codes."""
         request = encode_request(self.input_format.pack(codes))
-        last = None
+        deadline = time.monotonic() + self.timeout
+        last, attempts = f"no reply within {self.timeout:g} s", 0
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(self.retry_gap)      # let the board drop a half-read request
+                # let the board drop a half-read request
+                time.sleep(max(0.0, min(self.retry_gap, deadline - time.monotonic())))
                 self._buffer = b""
-            self.port.write(request)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            attempts += 1
             try:
-                reply = self._reply()
+                self.port.write(request)
+                reply = self._reply(time.monotonic() + left / (self.retries + 1 - attempt))
             except ProtocolError as e:
                 self._count("corrupt reply")
                 self._buffer, last = b"", str(e)
                 continue
+            except ValueError:         # protocol.Status() of a byte it does not know
+                self._count("unknown status")
+                self._buffer, last = b"", "the board answered with an unknown status byte"
+                continue
+            except OSError as e:       # pyserial's SerialException is an OSError
+                raise self._hung_up(e) from None
             if reply is None:
                 self._count("no reply")
-                last = f"no reply within {self.timeout} s"
+                last = f"no reply within {self.timeout:g} s"
                 continue
             status, payload = reply
             if status == Status.OK:
@@ -88,7 +123,7 @@ class HostLink:
                     continue
             self._count(status.name)
             last = f"the board answered {status.name}"
-        raise LinkError(f"frame failed after {self.retries + 1} attempts: {last}")
+        raise LinkError(f"frame failed after {attempts} attempts: {last}")
 
 
 def open_serial(device: str, baud: int, timeout: float = 0.05):
@@ -98,8 +133,8 @@ def open_serial(device: str, baud: int, timeout: float = 0.05):
         raise QloomError("pyserial is not installed: pip install pyserial") from None
     try:
         return serial.Serial(device, baudrate=baud, timeout=timeout)
-    except serial.SerialException as e:
-        raise QloomError(f"cannot open serial port {device}: {e}") from None
+    except (serial.SerialException, ValueError) as e:
+        raise QloomError(f"cannot open serial port {device} at {baud} baud: {e}") from None
 
 
 def reference(out_dir, x) -> tuple[np.ndarray, np.ndarray, object]:
@@ -146,6 +181,26 @@ def run_on_board(link: HostLink, codes_in: np.ndarray, expected: np.ndarray | No
     return np.array(outputs), report
 
 
+def _seconds(text: str) -> float:
+    """argparse type of ``--timeout``: a finite number of seconds above 0."""
+    try:
+        return _check_timeout(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of seconds above 0, not {text!r}") from None
+
+
+def _baud(text: str) -> int:
+    """argparse type of ``--baud``: a positive integer."""
+    try:
+        baud = int(text)
+    except ValueError:
+        baud = 0
+    if baud <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return baud
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("run", help="run inputs through the accelerator on a board "
                                           "over its serial port and check the outputs")
@@ -153,23 +208,64 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--port", required=True, metavar="DEVICE", help="serial port, e.g. /dev/ttyUSB1")
     p.add_argument("--inputs", required=True, metavar="X.npy",
                    help="float inputs [N, *input_shape] of the model")
-    p.add_argument("--baud", type=int, help="baud rate (default: the one the build used)")
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for a reply")
+    p.add_argument("--baud", type=_baud, help="baud rate (default: the one the build used)")
+    p.add_argument("--timeout", type=_seconds, default=2.0, metavar="SECONDS",
+                   help="seconds a frame may take, its retries included (default 2)")
     p.set_defaults(func=run)
     return p
 
 
+def _build_baud(out: Path) -> int:
+    """The baud rate of OUT's build (115200 without a build)."""
+    path = out / "build" / "report.json"
+    if not path.is_file():
+        return 115200
+    try:
+        baud = json.loads(path.read_text()).get("baud", 115200)
+    except (OSError, ValueError, AttributeError) as e:
+        raise QloomError(f"cannot read the baud rate from {path}: {e}") from None
+    if not isinstance(baud, int) or isinstance(baud, bool) or baud <= 0:
+        raise QloomError(f"{path}: baud must be a positive integer, not {baud!r}; "
+                         f"pass --baud")
+    return baud
+
+
+def _manifest(out: Path) -> dict:
+    path = out / "manifest.json"
+    if not path.is_file():
+        raise QloomError(f"{out} is not a compiled design (no manifest.json); run "
+                         f"`qloom compile MODEL -o {out}` first")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise QloomError(f"cannot read {path}: {e}") from None
+    if not isinstance(manifest, dict):
+        raise QloomError(f"{path} must hold a JSON object")
+    return manifest
+
+
+def _formats(out: Path, manifest: dict) -> tuple[WireFormat, WireFormat]:
+    try:
+        return (WireFormat.from_manifest(manifest["input"]),
+                WireFormat.from_manifest(manifest["output"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise QloomError(f"{out / 'manifest.json'} has no valid input/output port "
+                         f"description ({type(e).__name__}: {e})") from None
+
+
+def _load_inputs(path: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise QloomError(f"cannot read the inputs {path}: {e}") from None
+
+
 def run(args) -> int:
     out = Path(args.out)
-    manifest = json.loads((out / "manifest.json").read_text())
-    baud = args.baud
-    build_report = out / "build" / "report.json"
-    if baud is None and build_report.is_file():
-        baud = json.loads(build_report.read_text()).get("baud")
-    baud = baud or 115200
-    codes_in, expected, _ = reference(out, np.load(args.inputs))
-    fin = WireFormat.from_manifest(manifest["input"])
-    fout = WireFormat.from_manifest(manifest["output"])
+    manifest = _manifest(out)
+    baud = args.baud or _build_baud(out)
+    fin, fout = _formats(out, manifest)
+    codes_in, expected, _ = reference(out, _load_inputs(args.inputs))
     link = HostLink(open_serial(args.port, baud), fin, fout, timeout=args.timeout)
     print(f"[qloom] {len(codes_in)} frames to {args.port} at {baud} baud "
           f"({fin.frame_bytes + 5} bytes out, {fout.frame_bytes + 6} bytes back per frame)")

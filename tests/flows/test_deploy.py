@@ -47,7 +47,8 @@ def test_deploy_replaces_and_ulx3s(tmp_path):
     (out / "deploy" / "stale.txt").write_text("old")
     dest = deploy(out)
     assert not (dest / "stale.txt").exists()
-    assert "openFPGALoader -b ulx3s board_top.bin" in (dest / "program.sh").read_text()
+    assert "openFPGALoader -b ulx3s board_top.bit" in (dest / "program.sh").read_text()
+    assert (dest / "board_top.bit").read_bytes() == (out / "build" / "board_top.bin").read_bytes()
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
 
 
