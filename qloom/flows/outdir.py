@@ -233,8 +233,8 @@ class Area:
             tmp.mkdir()
             (tmp / MARKER).write_text(f"qloom staging folder for {self.path.name}\n")
         except OSError as e:
-            raise QloomError(f"cannot write {self.what} {self.path}: "
-                             f"{e.strerror or e} ({e.filename or self.path.parent})") from None
+            raise QloomError(f"cannot write {self.what} {self.path}: cannot create a folder "
+                             f"in {self.path.parent} ({e.strerror or e})") from None
         return tmp
 
     def install(self, staging: Path):
@@ -249,10 +249,11 @@ class Area:
                     os.rename(self.path, old)
                     os.rename(staging, self.path)
                     staging = old
-                _remove(staging)
+                (self.path / MARKER).unlink(missing_ok=True)
+                _remove(staging)            # the old folder, marked as qloom's
             else:
                 os.rename(staging, self.path)
-            (self.path / MARKER).unlink(missing_ok=True)
+                (self.path / MARKER).unlink(missing_ok=True)
         except OSError as e:
             raise QloomError(f"cannot replace {self.what} {self.path}: "
                              f"{e.strerror or e}") from None
