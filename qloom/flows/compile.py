@@ -295,7 +295,8 @@ def compile_model(model, out_dir=None, *, progress=None, **options) -> Design:
 def _out_area(out_dir: Path, model) -> outdir.Area:
     """OUT, checked: never the model's own folder (nor one above it), whose files a
     replaced OUT would take with it."""
-    keep = (Path(model).parent,) if isinstance(model, (str, Path)) else ()
+    keep = ((Path(model).parent, "the model's folder"),) if isinstance(model, (str, Path)) \
+        else ()
     return outdir.Area.at(out_dir, "OUT", outdir.is_design,
                           hint="choose a new folder, an empty one or an earlier qloom "
                                "design").prepare(keep_clear_of=keep)

@@ -143,15 +143,16 @@ class Area:
 
     def check(self, *, keep_clear_of: tuple = ()) -> "Area":
         """Refuse when replacing the folder could lose a user's files: a link, a file, the
-        working directory or an ancestor of it (or of any path in ``keep_clear_of``, e.g.
-        the model's folder), or a non-empty folder qloom did not make."""
+        working directory or an ancestor of it (or of any folder in ``keep_clear_of``,
+        ``(path, label)`` pairs such as the model's folder), or a non-empty folder qloom did
+        not make."""
         p = self.path
         if p.is_symlink():
             raise QloomError(f"{self.what} {p} is a symbolic link (to {os.readlink(p)}); qloom "
                              f"never replaces a folder through a link: give the real folder")
         real = p.parent.resolve() / p.name
         guarded = [(Path.cwd().resolve(), "the working directory")]
-        guarded += [(Path(k).resolve(), f"{k}") for k in keep_clear_of]
+        guarded += [(Path(k).resolve(), label) for k, label in keep_clear_of]
         for folder, label in guarded:
             if real == folder or real in folder.parents:
                 raise QloomError(f"{self.what} {p} is {label} or a folder above it; qloom "
@@ -169,7 +170,8 @@ class Area:
 
     def _replaceable(self) -> bool:
         try:
-            empty = next(os.scandir(self.path), None) is None
+            with os.scandir(self.path) as entries:
+                empty = next(entries, None) is None
         except OSError as e:
             raise QloomError(f"cannot read {self.what} {self.path}: {e.strerror}") from None
         return empty or self.owned(self.path)
@@ -186,7 +188,8 @@ class Area:
         pattern = re.compile(rf"\.{re.escape(_stem(self.path.name))}\."
                              r"(stage|old)-(\d+)-[0-9a-f]+")
         try:
-            entries = list(os.scandir(self.path.parent))
+            with os.scandir(self.path.parent) as scan:
+                entries = list(scan)
         except OSError:
             return []
         found = []

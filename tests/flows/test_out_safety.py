@@ -149,10 +149,12 @@ def test_model_folder_is_refused(tmp_path):
     models = tmp_path / "models"
     models.mkdir()
     onnx.save(tiny_model(), models / "tiny.onnx")
-    compile_model(models / "tiny.onnx", tmp_path / "out")    # a model in OUT ...
-    for out in (models, tmp_path, tmp_path / "out"):          # ... is its own folder then
-        model = models / "tiny.onnx" if out != tmp_path / "out" else tmp_path / "out" / "model.onnx"
-        with pytest.raises(QloomError, match=r"or a folder above it; qloom replaces OUT"):
+    compile_model(models / "tiny.onnx", tmp_path / "out")
+    cases = [(models / "tiny.onnx", models), (models / "tiny.onnx", tmp_path),
+             (tmp_path / "out" / "model.onnx", tmp_path / "out")]     # a design's own model
+    for model, out in cases:
+        with pytest.raises(QloomError, match=r"is the model's folder or a folder above it; "
+                                             r"qloom replaces OUT as a whole"):
             compile_model(model, out)
     assert (models / "tiny.onnx").is_file() and complete_design(tmp_path / "out")
 

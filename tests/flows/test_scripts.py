@@ -2,12 +2,11 @@
 script and Tcl, the open-flow build script and Yosys script) is run for real from folders
 with hostile names, against fake tools on PATH that record their arguments: nothing a path
 says is executed, and the right file reaches the tool. What cannot be quoted (a newline in
-a name that reaches a script) is refused with a clear error: qloom refuses a newline (any control character) in the folders it
-writes, whether or not a script would see them."""
+a name that reaches a script) is refused with a clear error; qloom refuses any control
+character in the folders it writes, whether or not a script would see them."""
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
