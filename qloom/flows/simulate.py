@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import QloomError
 from ..nn.dtypes import DataType
 from ..sim.packing import ints_to_words, pack_frames, padding, unpack_frames, words_to_ints
-from ..sim.runner import Simulator, read_manifest, run_rtl
+from ..sim.runner import Bench, Simulator, read_manifest, run_rtl
 
 __all__ = ["simulate", "add_parser", "run"]
 
@@ -37,6 +37,16 @@ def _simulator(simulator) -> Simulator:
     except ValueError:
         raise QloomError(f"unknown simulator {simulator!r}; choose one of "
                          f"{', '.join(s.value for s in Simulator)}") from None
+
+
+def _bench(bench) -> Bench:
+    if isinstance(bench, Bench):
+        return bench
+    try:
+        return Bench(bench)
+    except ValueError:
+        raise QloomError(f"unknown bench {bench!r}; choose one of "
+                         f"{', '.join(b.value for b in Bench)}") from None
 
 
 def _load_network(out_dir: Path, manifest: dict):
@@ -104,18 +114,21 @@ def _first_mismatch(expected: np.ndarray, got: np.ndarray, pad: np.ndarray):
 def simulate(out_dir, *, inputs: np.ndarray | None = None, random: int | None = None,
              simulator: Simulator | str = "icarus", backpressure: float = 0.0,
              waves: bool = False, seed: int = 0, progress: bool = True,
-             network=None) -> dict:
+             network=None, bench: Bench | str = Bench.HARNESS) -> dict:
     """Simulate the design in ``out_dir`` on ``inputs`` (floats ``[N, *model input
     shape]``) or ``random`` integer frames, compare each frame with the integer network
     bit for bit and write ``OUT/sim/results.json`` and ``OUT/sim/outputs.npy``.
 
     ``network`` is the loaded ``Network`` when the caller has it (otherwise it is loaded
     from the manifest's model file and load options). ``seed`` draws the random frames and
-    the stalls. Returns the results dict (see ``results.json``).
+    the stalls. ``bench`` is the HDL stream harness (default) or the per-cycle Python
+    bench (``"python"``, slower; kept to cross-check the harness). Returns the results
+    dict (see ``results.json``).
     """
     out_dir = Path(out_dir)
     manifest = read_manifest(out_dir)
     sim = _simulator(simulator)
+    bench = _bench(bench)
     if not isinstance(backpressure, (int, float)) or not 0.0 <= backpressure < 1.0:
         raise QloomError(f"backpressure must be a probability in [0, 1), not {backpressure!r}")
     net = network if network is not None else _load_network(out_dir, manifest)
@@ -128,7 +141,7 @@ def simulate(out_dir, *, inputs: np.ndarray | None = None, random: int | None = 
     payloads = words_to_ints(pack_frames(values, in_type, in_port["lanes"]), in_type)
     start = time.perf_counter()
     rtl = run_rtl(out_dir, payloads, simulator=sim, backpressure=backpressure, seed=seed,
-                  waves=waves, progress=progress)
+                  waves=waves, progress=progress, bench=bench)
     wall = time.perf_counter() - start
 
     elements = out_port["elements_per_frame"]
@@ -148,6 +161,8 @@ def simulate(out_dir, *, inputs: np.ndarray | None = None, random: int | None = 
         "ideal_ii_cycles": manifest.get("ideal_ii_cycles"), "simulator": sim.value,
         "backpressure": float(backpressure), "seed": seed,
         "inputs": "random" if random is not None else "given",
+        "bench": bench.value, "cycles": rtl.cycles,
+        "build_seconds": rtl.build_seconds, "run_seconds": rtl.run_seconds,
         "wall_seconds": round(wall, 3),
         "waves_file": None if rtl.waves_file is None else str(rtl.waves_file),
     }
@@ -159,8 +174,11 @@ def summary(results: dict, out_dir: Path, clock_mhz: float | None = None) -> str
     """One paragraph for the terminal."""
     r = results
     good = r["frames"] - r["mismatches"]
+    speed = r["cycles"] / r["run_seconds"] if r["run_seconds"] else 0.0
     text = (f"Simulated {r['frames']} frames of {out_dir} on {r['simulator']} "
-            f"(backpressure {r['backpressure']:g}) in {r['wall_seconds']:.1f} s: "
+            f"(backpressure {r['backpressure']:g}) in {r['wall_seconds']:.1f} s "
+            f"(build {r['build_seconds']:.1f} s, {r['cycles']:,} cycles in "
+            f"{r['run_seconds']:.1f} s = {speed:,.0f} cycles/s): "
             f"{good} bit-exact, {r['mismatches']} mismatching.")
     if r["first_mismatch"]:
         m = r["first_mismatch"]
@@ -197,6 +215,10 @@ def add_parser(subparsers):
     p.add_argument("--backpressure", type=float, default=0.0, metavar="P",
                    help="probability of input gaps and output stalls per cycle (default 0)")
     p.add_argument("--waves", action="store_true", help="record waveforms")
+    p.add_argument("--bench", choices=[b.value for b in Bench], default="harness",
+                   help="harness (default): the stream harness in HDL feeds, stalls and "
+                        "records every cycle; python: the per-cycle cocotb bench (slow, "
+                        "for cross-checking)")
     p.add_argument("--seed", type=int, default=0, help="seed for random frames and stalls")
     p.set_defaults(func=run)
 
@@ -211,7 +233,7 @@ def run(args) -> int:
         else DEFAULT_RANDOM_FRAMES
     results = simulate(args.out, inputs=inputs, random=random, simulator=args.sim,
                        backpressure=args.backpressure, waves=args.waves, seed=args.seed,
-                       progress=sys.stderr.isatty())
+                       progress=sys.stderr.isatty(), bench=args.bench)
     clock = read_manifest(args.out).get("clock_mhz")
     print(summary(results, args.out, clock))
     return 1 if results["mismatches"] else 0

