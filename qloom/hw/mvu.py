@@ -257,7 +257,12 @@ class MVU(wiring.Component):
             m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
                          b_write.en.eq(issue & from_stream),
                          b_read.addr.eq(s_fold), b_read.en.eq(advance)]
-            x = in_layout(Mux(x_from_stream, Value.cast(x_reg), Value.cast(b_read.data)))
+            # One signal, not a Mux expression: a view over an expression writes the
+            # expression again for every lane that reads it (SIMD x PE copies).
+            x_sel = Signal(in_layout, name="x_sel")
+            m.d.comb += Value.cast(x_sel).eq(Mux(x_from_stream, Value.cast(x_reg),
+                                                 Value.cast(b_read.data)))
+            x = x_sel
         else:
             x = x_reg
         w = w_layout(w_port.data)
@@ -282,7 +287,12 @@ class MVU(wiring.Component):
         # multiplier its two partial sums, added in the adder tree (half its depth on
         # either side of the register).
         terms, placeholders = [[] for _ in range(self._pe)], {}
-        for lane in range(self._pe * self._simd):
+        xnor = self._datapath is Datapath.XNOR_POPCOUNT
+        if xnor:
+            # A PE's XNORs as one vector (a signal per PE, not one per lane: the Verilog
+            # of a CNV layer was 2.7 MB of per-lane assignments); its bits are the terms.
+            terms = [[~(Value.cast(w[p]) ^ Value.cast(x))] for p in range(self._pe)]
+        for lane in range(0 if xnor else self._pe * self._simd):
             p, s = divmod(lane, self._simd)
             if lane in blocks:
                 placeholders[lane] = len(terms[p])
@@ -294,6 +304,8 @@ class MVU(wiring.Component):
                 terms[p].append(self._product(w[p][s], x[s], lane))
         if self._register_products:
             terms, tag = self._stage(m, advance, "product", terms, tag)
+        if xnor:
+            terms = [[vector[k] for k in range(self._simd)] for (vector,) in terms]
         if self._dsp_primitive:
             terms, tag = self._stage(m, advance, "aligned", terms, tag)
         for lane, product in blocks.items():
@@ -314,7 +326,6 @@ class MVU(wiring.Component):
             dots = dots[0]
 
         # Accumulate; on a vector fold's last step hand the sum on.
-        xnor = self._datapath is Datapath.XNOR_POPCOUNT
         acc_shape = unsigned(self.mw.bit_length()) if xnor else shape_of(self._acc_type)
         sums = []
         for p, dot in enumerate(dots):
@@ -334,10 +345,8 @@ class MVU(wiring.Component):
         return m
 
     def _product(self, w_code, x_code, lane):
-        """The value ``w * x`` of one lane (an XNOR bit, for the XNOR-popcount datapath)."""
+        """The value ``w * x`` of one lane (XNOR-popcount lanes are built per PE)."""
         w_type, in_type = self._w_type, self._in_type
-        if self._datapath is Datapath.XNOR_POPCOUNT:
-            return ~(w_code ^ x_code)
         if self._datapath is Datapath.ADD_SUB:
             if is_select_type(w_type):
                 return select_product(w_code, w_type, value_of(x_code, in_type))

@@ -1,9 +1,11 @@
 """The real published models, end to end: compile, then simulate the generated Verilog on
 realistic inputs and compare every frame with the integer reference, bit for bit.
 
-Fast tier: every model for 200 frames under Icarus, one model under Verilator and one under
-backpressure. Slow tier (`make test-all`): every model under Verilator, and under
-backpressure 0.3.
+Fast tier: every model for 200 frames under Icarus, and one model streaming thousands of
+frames under Verilator, with and without backpressure (the stream harness does the
+per-cycle work, so frames are cheap; the Verilator build is cached per design). Slow tier
+(`make test-all`): every model streaming thousands of frames under Verilator, with and
+without backpressure 0.3.
 """
 
 from pathlib import Path
@@ -61,8 +63,9 @@ def check(design, name, frames, **options):
     assert res["frames"] == frames
     assert res["mismatches"] == 0, res["first_mismatch"]
     ideal = design.report["ideal_ii_cycles"]
+    assert res["ii_cycles"] >= ideal, (res["ii_cycles"], ideal)
     if not options.get("backpressure"):
-        assert ideal <= res["ii_cycles"] <= 1.1 * ideal, (res["ii_cycles"], ideal)
+        assert res["ii_cycles"] <= 1.1 * ideal, (res["ii_cycles"], ideal)
     outputs = np.load(design.out_dir / "sim" / "outputs.npy")
     net = qloom.load(design.out_dir / "model.onnx", warn=False, **LOAD_OPTIONS.get(name, {}))
     np.testing.assert_allclose(outputs, net.execute(x), rtol=1e-6, atol=1e-6)
@@ -75,8 +78,11 @@ def test_model_bit_exact_icarus(designs, name):
 
 
 def test_model_bit_exact_verilator(designs):
-    res = check(designs("jettagging_w6a6"), "jettagging_w6a6", 300, simulator="verilator")
-    assert res["simulator"] == "verilator"
+    design = designs("jettagging_w6a6")
+    res = check(design, "jettagging_w6a6", 3000, simulator="verilator")
+    assert res["simulator"] == "verilator" and res["bench"] == "harness"
+    again = check(design, "jettagging_w6a6", 2000, simulator="verilator", backpressure=0.3)
+    assert again["build_seconds"] == 0       # the model built by the first run is reused
 
 
 def test_model_backpressure(designs):
@@ -86,10 +92,5 @@ def test_model_backpressure(designs):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_model_bit_exact_verilator_all(designs, name):
-    check(designs(name), name, 500, simulator="verilator")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_model_backpressure_all(designs, name):
-    check(designs(name), name, 200, backpressure=0.3, simulator="verilator")
+    check(designs(name), name, 5000, simulator="verilator")
+    check(designs(name), name, 3000, backpressure=0.3, simulator="verilator")
