@@ -8,12 +8,28 @@ class QloomError(Exception):
 class UnsupportedModelError(QloomError):
     """The model uses an op, datatype or shape that qloom cannot map (yet).
 
-    ``node`` names the offending ONNX node (or tensor) when there is one.
+    ``node`` names the offending ONNX node (or tensor) when there is one; ``detail`` is the
+    message without it.
     """
 
     def __init__(self, message: str, node: str | None = None):
         self.node = node
+        self.detail = message
         super().__init__(f"node '{node}': {message}" if node else message)
+
+
+class ResourceLimitError(QloomError):
+    """A tensor or a design beyond the size qloom handles, refused before it is allocated."""
+
+
+class InternalError(QloomError):
+    """An unexpected failure inside qloom (a bug): reported as one line, not a traceback.
+
+    ``cause`` is the original exception (also chained as ``__cause__``)."""
+
+    def __init__(self, message: str, cause: BaseException | None = None):
+        self.cause = cause
+        super().__init__(message)
 
 
 class ToolError(QloomError):

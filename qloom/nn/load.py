@@ -20,21 +20,29 @@ evaluates constant sub-graphs (quantized weights) once, and lowers the graph int
 from __future__ import annotations
 
 import os
+import traceback
 import warnings
+from collections import Counter
 from contextlib import contextmanager
 
 import numpy as np
 import onnx
 
-from ..errors import QloomError, UnsupportedModelError
+from ..errors import InternalError, QloomError, UnsupportedModelError
 from .dtypes import DataType
 from .ir import Network
+from .names import SourceNames, tag
 from .passes.gemm_to_matmul import GemmToMatMul
 from .passes.layer_builders import FixedPointInputWarning
-from .passes.lower_to_network import LoweringState
+from .passes.lower_to_network import LoweringState, from_runtime
 from .passes.thresholds_to_requant import ThresholdsToRequant
+from .passes.validate_nodes import check_tensor_sizes, validate_model
 
-__all__ = ["load", "prepare", "FixedPointInputWarning"]
+__all__ = ["load", "prepare", "FixedPointInputWarning", "LoadWarning"]
+
+
+class LoadWarning(UserWarning):
+    """Warnings of numpy, qonnx and onnxruntime during a load, collected into one."""
 
 
 @contextmanager
@@ -46,6 +54,31 @@ def _quiet_qonnx():
         yield
 
 
+@contextmanager
+def _collected_warnings(names: SourceNames):
+    """qloom's own warnings pass through (naming the user's nodes); everything numpy, qonnx
+    and onnxruntime warn about becomes one ``LoadWarning`` line. After an error, the error
+    alone is the story: the collected warnings are dropped."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    others = Counter()
+    for w in caught:
+        if issubclass(w.category, FixedPointInputWarning):
+            warnings.warn_explicit(names.text(str(w.message)), w.category, w.filename,
+                                   w.lineno)
+        else:
+            first = str(w.message).strip().splitlines()[0] if str(w.message).strip() else ""
+            others[f"{w.category.__name__}: {names.text(first)[:120]}"] += 1
+    if others:
+        shown = "; ".join(f"{text} (x{n})" if n > 1 else text
+                          for text, n in others.most_common(2))
+        more = len(others) - 2
+        warnings.warn(f"{sum(others.values())} warnings from numpy/qonnx/onnxruntime while "
+                      f"loading: {shown}{f'; and {more} other kinds' if more > 0 else ''}",
+                      LoadWarning, stacklevel=3)
+
+
 def _read(model) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
         return model
@@ -54,14 +87,21 @@ def _read(model) -> onnx.ModelProto:
     path = os.fspath(model)
     if not os.path.isfile(path):
         raise QloomError(f"model file not found: {path}")
+    if os.path.getsize(path) == 0:
+        raise QloomError(f"cannot read ONNX model {path}: the file is empty")
     try:
-        return onnx.load(path)
+        proto = onnx.load(path)
     except Exception as e:  # onnx raises DecodeError, ValueError, ... on damaged files
         problem = _external_data_problem(path)
         if problem:
             raise QloomError(f"cannot read ONNX model {path}: {problem}") from None
         raise QloomError(f"cannot read ONNX model {path}: the file is truncated or not an "
                          f"ONNX model ({type(e).__name__}: {e})") from e
+    if not proto.HasField("graph") or not proto.graph.node:
+        # protobuf parses many non-ONNX files (text, zeros) as an empty message
+        raise QloomError(f"cannot read ONNX model {path}: it holds no graph (not an ONNX "
+                         f"model, or an empty one)")
+    return proto
 
 
 def _external_data_problem(path: str) -> str | None:
@@ -113,10 +153,11 @@ def _fix_input_shapes(proto: onnx.ModelProto):
                 f"static shapes (only the batch dimension may be symbolic)", inp.name)
 
 
-def prepare(model):
+def prepare(model, names: SourceNames | None = None):
     """Read and clean a QONNX model: qonnx cleanup, shape inference, Gemm -> MatMul.
 
     Returns the qonnx ``ModelWrapper``; errors from qonnx/onnx become ``QloomError``s.
+    ``names`` (when given) receives the map from cleaned names to the file's.
     """
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.infer_shapes import InferShapes
@@ -125,6 +166,9 @@ def prepare(model):
     proto = onnx.ModelProto()
     proto.CopyFrom(_read(model))
     _fix_input_shapes(proto)
+    validate_model(proto)
+    if names is not None:
+        tag(proto)
     with _quiet_qonnx():
         try:
             wrapper = cleanup_model(ModelWrapper(proto))
@@ -137,6 +181,10 @@ def prepare(model):
             raise UnsupportedModelError(
                 f"qonnx could not clean up or infer shapes ({type(e).__name__}: {e}); the "
                 f"model may use an op qonnx does not know") from e
+    if names is not None:
+        collected = SourceNames.collect(wrapper.graph)
+        names.nodes.update(collected.nodes)
+        names.tensors.update(collected.tensors)
     for node in wrapper.graph.node:
         for out in node.output:
             shape = wrapper.get_tensor_shape(out)
@@ -167,7 +215,23 @@ def _constants(wrapper) -> dict:
                     node.name) from e
             for out in node.output:
                 consts[out] = np.asarray(context[out])
+    _check_annotations(wrapper, consts)
     return consts
+
+
+def _check_annotations(wrapper, consts):
+    """A constant annotated with an integer datatype must hold values of it: qonnx refuses
+    to execute the model otherwise (its datatype sanitizer), so qloom must not accept it."""
+    for name, values in consts.items():
+        dtype = wrapper.get_tensor_datatype(name)
+        if not dtype.is_integer() or values.size == 0:
+            continue
+        if not np.all(dtype.allowed(np.asarray(values, np.float64))):
+            bad = np.asarray(values, np.float64).ravel()[
+                ~np.asarray(dtype.allowed(np.asarray(values, np.float64))).ravel()][0]
+            raise UnsupportedModelError(
+                f"tensor '{name}' is annotated {dtype.name} but holds {bad:g}; qonnx refuses "
+                f"such a model", name)
 
 
 def load(model, *, input_type: DataType | None = None,
@@ -188,11 +252,25 @@ def load(model, *, input_type: DataType | None = None,
             raise TypeError(f"Input scale must be a number, not {input_scale!r}")
         if not (np.isfinite(input_scale) and input_scale > 0):
             raise ValueError(f"Input scale must be positive and finite, not {input_scale!r}")
-    wrapper = prepare(model)
-    consts = _constants(wrapper)
-    state = LoweringState(wrapper, consts, input_type=input_type, input_scale=input_scale,
-                          warn=warn)
-    net = state.run()
-    if requant:
-        net, _ = ThresholdsToRequant().apply(net)
+    if not isinstance(model, (onnx.ModelProto, str, os.PathLike)):
+        raise TypeError(f"Model must be a path or an onnx.ModelProto, not {model!r}")
+    names = SourceNames()
+    with _collected_warnings(names):
+        try:
+            wrapper = prepare(model, names)
+            check_tensor_sizes(wrapper)
+            consts = _constants(wrapper)
+            state = LoweringState(wrapper, consts, input_type=input_type,
+                                  input_scale=input_scale, warn=warn)
+            net = state.run()
+            if requant:
+                net, _ = ThresholdsToRequant().apply(net)
+        except QloomError as e:
+            raise names.error(e) from e
+        except Exception as e:      # a bug in qloom: one line for the user, chained cause
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            raise InternalError(
+                f"qloom failed to load the model: {type(e).__name__}: {names.text(str(e))} "
+                f"(at {os.path.basename(where.filename)}:{where.lineno}; this is a bug in "
+                f"qloom, please report it with the model)", e) from e
     return net

@@ -64,6 +64,7 @@ class GemmToMatMul(Transformation):
                 new.append(helper.make_node("Add", [y, c], [out], name=f"{node.name}_bias"))
             graph.node.remove(node)
             for offset, n in enumerate(new):
+                n.doc_string = node.doc_string     # the Gemm's name in the user's file
                 graph.node.insert(index + offset, n)
             return model, True
         return model, False

@@ -177,6 +177,7 @@ class LayerBuilders:
                 "the input of a linear layer must have one scale for all channels", node.name)
         ints, scale, w_type = quantized_constant(node.input[1], self.producers, self.consts,
                                                  self.annotations, node.name)
+        self._check_linear_shapes(node, ints, src)
         build = self._dense if node.op_type == "MatMul" else self._conv
         layer, w_scale, ints_rowsum = build(node, src, ints, scale, w_type)
         lo, hi = layer.acc_range() if isinstance(layer, ir.Dense) else \
@@ -192,6 +193,23 @@ class LayerBuilders:
         self.layers.append(layer)
         return Int(layer.output, node.output[0], PLAIN if isinstance(layer, ir.Dense)
                    else NCHW, offset, False)
+
+    def _check_linear_shapes(self, node, ints, src):
+        """qonnx's shape inference leaves a layer whose shapes do not fit without a shape
+        (or with a scalar one) instead of failing: refuse it here, naming the shapes."""
+        in_shape = self.shape_of(node.input[0])
+        out_shape = self.shape_of(node.output[0])
+        if node.op_type == "MatMul":
+            fits = ints.ndim == 2 and len(in_shape) >= 2 and in_shape[-1] == ints.shape[0]
+        else:
+            group = _attr(node, "group", 1)
+            fits = (ints.ndim == 4 and len(in_shape) == 4 and isinstance(group, int)
+                    and group >= 1 and in_shape[1] == ints.shape[1] * group)
+        if not fits or len(out_shape) < 2:
+            raise UnsupportedModelError(
+                f"{node.op_type} of an input {list(in_shape)} by weights "
+                f"{list(ints.shape)}: the shapes do not fit (the output's inferred shape is "
+                f"{list(out_shape)})", node.name)
 
     @staticmethod
     def _per_output(scale2d, node):

@@ -14,17 +14,29 @@ Every ONNX tensor gets one of four meanings:
 
 from __future__ import annotations
 
+import os
+import traceback
+
 import numpy as np
 import onnx
 
-from ...errors import UnsupportedModelError
+from ...errors import QloomError, UnsupportedModelError
 from .. import ir
 from ..thresholds import FloatFunction, derive_thresholds
 from .layer_builders import LayerBuilders
 from .quantizers import QUANTIZERS, quant_spec
 from .values import FloatChain, Int, Prefix
 
-__all__ = ["LoweringState", "ELEMENTWISE"]
+__all__ = ["LoweringState", "ELEMENTWISE", "from_runtime"]
+
+_RUNTIMES = tuple(f"{os.sep}{p}{os.sep}" for p in ("qonnx", "onnx", "onnxruntime"))
+
+
+def from_runtime(e: BaseException) -> bool:
+    """Whether ``e`` was raised inside qonnx, onnx or onnxruntime (executing or inferring
+    a node qloom handed them), not by qloom itself."""
+    frames = traceback.extract_tb(e.__traceback__)
+    return bool(frames) and any(p in frames[-1].filename for p in _RUNTIMES)
 
 # Elementwise ops that may sit between an accumulator and the next quantizer.
 ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "LeakyRelu",
@@ -54,7 +66,17 @@ class LoweringState(LayerBuilders):
         for node in self.model.graph.node:
             if all(t in self.consts or not t for t in node.input):
                 continue
-            self.visit(node)
+            try:
+                self.visit(node)
+            except QloomError:
+                raise
+            except Exception as e:
+                if not from_runtime(e):
+                    raise
+                first = (str(e).strip().splitlines() or [""])[0][:300]
+                raise UnsupportedModelError(
+                    f"qonnx cannot execute this {node.op_type} ({type(e).__name__}: {first})",
+                    node.name) from e
         return self.finish()
 
     # ---- dispatch ---------------------------------------------------------------------
