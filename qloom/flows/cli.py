@@ -124,16 +124,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warnings():
+    """Warnings as one line each (``qloom: warning: ...``), not Python's two with source."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        print(f"qloom: warning: {text}", file=file or sys.stderr)
+    warnings.showwarning = show
+
+
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    command = "qloom"
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = f"qloom {args.command}"
+        _one_line_warnings()
         return args.func(args) or 0
     except QloomError as e:
-        print(f"qloom {args.command}: error: {e}", file=sys.stderr)
+        print(f"{command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"qloom {args.command}: interrupted", file=sys.stderr)
+        print(f"{command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:      # e.g. `qloom inspect M | head`: the reader has gone
         sys.stdout = open(os.devnull, "w")

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..errors import QloomError
+from ..errors import InternalError, QloomError
 from ..hw.dsp import simulation_models
 from . import outdir
 from .cost import Family
@@ -270,7 +270,14 @@ def run_steps(model, cfg: CompileConfig, *, until: str | None = None, progress=N
         if progress:
             progress(f"{name} ...")
         t0 = time.perf_counter()
-        state = step(state, cfg)
+        try:
+            state = step(state, cfg)
+        except QloomError:
+            raise
+        except Exception as e:      # a bug in qloom: one line for the user, chained cause
+            raise InternalError(f"qloom failed in the compile step '{name}': "
+                                f"{type(e).__name__}: {e} (this is a bug in qloom, please "
+                                f"report it with the model)", e) from e
         state.timings[name] = time.perf_counter() - t0
         if name == until:
             break

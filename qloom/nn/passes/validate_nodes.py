@@ -174,7 +174,14 @@ def validate_model(proto) -> None:
 def _check_order(graph, initializers):
     """Every node reads tensors produced before it (ONNX requires topological order; qonnx
     executes in file order, so another order would compute something else)."""
-    produced = {o: n for n in graph.node for o in n.output}
+    produced = {}
+    for n in graph.node:
+        for o in n.output:
+            if o in produced:
+                raise UnsupportedModelError(
+                    f"tensor '{o}' is computed by two nodes ('{produced[o].name}' and "
+                    f"'{n.name}')", n.name)
+            produced[o] = n
     known = set(initializers) | {i.name for i in graph.input} | {""}
     for node in graph.node:
         for t in node.input:
