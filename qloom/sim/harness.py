@@ -24,7 +24,8 @@ counters: a memory the size of a whole test set would make Amaranth's conversion
 the simulator's build) take minutes, and would tie the build to the run's length. cocotb
 (``qloom.sim.tb_harness``) loads the first ``depth`` input words and the control inputs
 through VPI during reset, raises ``start`` a few cycles after reset (the generators take
-their seed while ``start`` is low; control inputs act a cycle after they are set; ``cycle`` 0 is the first cycle with ``start`` high),
+their seed while ``start`` is low; control inputs act a cycle after they are set; the
+design is held in reset until then, and ``cycle`` 0 is its first cycle out of reset),
 and then wakes only when a counter crosses into the other half of its ring
 (``in_half``, ``out_half``), to refill the half just consumed and read the records of the
 half just filled, all in bulk; simulated time stands still meanwhile, so the harness
@@ -44,10 +45,14 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["HarnessError", "StreamHarness", "harness_verilog", "clock_verilog", "PROBABILITY_ONE",
-           "CYCLE_BITS", "COUNT_BITS", "DEFAULT_DEPTH"]
+           "CYCLE_BITS", "STAMP_BITS", "COUNT_BITS", "DEFAULT_DEPTH"]
 
 PROBABILITY_ONE = 1 << 16
 CYCLE_BITS = 48
+# Stamps keep the cycle's low 32 bits: they only grow, and two in a row are less than
+# 2**32 cycles apart (the idle timeout fires first), so the reader unwraps them exactly;
+# half the width is half the cost of the records, which run every cycle.
+STAMP_BITS = 32
 COUNT_BITS = 32
 DEFAULT_DEPTH = 2048
 CLOCK_MODULE = "qloom_sim_clock"
@@ -136,9 +141,9 @@ class StreamHarness(wiring.Component):
             "out_half": Out(1),
             # Read-back port (the memories are read through VPI; see the module doc).
             "rd_addr": In(range(depth // lanes)),
-            "rd_in_cycle": Out(CYCLE_BITS * lanes),
+            "rd_in_cycle": Out(STAMP_BITS * lanes),
             "rd_out_payload": Out(out_bits * lanes),
-            "rd_out_cycle": Out(CYCLE_BITS * lanes),
+            "rd_out_cycle": Out(STAMP_BITS * lanes),
         })
 
     def elaborate(self, platform):
@@ -177,13 +182,17 @@ class StreamHarness(wiring.Component):
 
         i_payload, i_valid, i_ready = Signal(self.in_bits), Signal(), Signal()
         o_payload, o_valid, o_ready = Signal(self.out_bits), Signal(), Signal()
+        # The design stays in reset until the run starts, so that cycle 0 is its first
+        # cycle out of reset (as with the per-cycle bench), whatever the setup took.
+        dut_reset = Signal()
         m.submodules.dut = Instance(
-            self.top, i_clk=ClockSignal(), i_rst=ResetSignal(),
+            self.top, i_clk=ClockSignal(), i_rst=dut_reset,
             i_i__payload=i_payload, i_i__valid=i_valid, o_i__ready=i_ready,
             o_o__payload=o_payload, o_o__valid=o_valid, i_o__ready=o_ready)
 
         running = Signal()
-        m.d.comb += running.eq(cfg.start & ~self.done)
+        m.d.comb += [running.eq(cfg.start & ~self.done),
+                     dut_reset.eq(ResetSignal() | ~cfg.start)]
 
         # Random streams: seeded until start, one step per running cycle.
         rng_in, rng_out = Signal(32), Signal(32)
@@ -237,7 +246,8 @@ class StreamHarness(wiring.Component):
                 m.d.sync += register.eq(shifted)
             return mem
 
-        in_cycle_mem = recorder("in_cycle", CYCLE_BITS, self.in_count, took_in, self.cycle)
+        in_cycle_mem = recorder("in_cycle", STAMP_BITS, self.in_count, took_in,
+                                self.cycle[:STAMP_BITS])
 
         # Output side: take a word unless ready is stalled; check it.
         m.d.comb += o_ready.eq(running & (rng_out[16:] >= cfg.p_out))
@@ -259,8 +269,8 @@ class StreamHarness(wiring.Component):
         took_out = Signal()
         m.d.comb += took_out.eq(o_valid & o_ready & (fault == HarnessError.NONE))
         out_mem = recorder("out", self.out_bits, self.out_count, took_out, o_payload)
-        out_cycle_mem = recorder("out_cycle", CYCLE_BITS, self.out_count, took_out,
-                                 self.cycle)
+        out_cycle_mem = recorder("out_cycle", STAMP_BITS, self.out_count, took_out,
+                                 self.cycle[:STAMP_BITS])
         with m.If(took_out):
             m.d.sync += [self.out_count.eq(self.out_count + 1),
                          frame_pos.eq(Mux(final, 0, frame_pos + 1))]

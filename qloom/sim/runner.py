@@ -244,8 +244,9 @@ def _measure(in_cycles, out_cycles) -> tuple[int, float | None]:
     return latency, float(ends[-1] - ends[half]) / (len(ends) - 1 - half)
 
 
-# Bits per row of the harness's memories: a VPI call moves a row.
-_HARNESS_ROW_BITS = 4096
+# Bits per row of the harness's memories at most: a VPI call moves a row, but the
+# simulator also copies the row registers every cycle.
+_HARNESS_ROW_BITS = 1024
 
 
 def _write_harness(path: Path, manifest: dict) -> dict:
@@ -253,11 +254,11 @@ def _write_harness(path: Path, manifest: dict) -> dict:
     file there was made for the same ports by the same generator (its first line says
     so); returns its parameters."""
     from . import harness as generator
-    from .harness import CYCLE_BITS, DEFAULT_DEPTH, StreamHarness, clock_verilog, harness_verilog
+    from .harness import DEFAULT_DEPTH, STAMP_BITS, StreamHarness, clock_verilog, harness_verilog
     in_bits, out_bits = manifest["input"]["payload_bits"], manifest["output"]["payload_bits"]
     lanes = 2
     while 4 * lanes <= DEFAULT_DEPTH and \
-            2 * lanes * max(in_bits, out_bits, CYCLE_BITS) <= _HARNESS_ROW_BITS:
+            2 * lanes * max(in_bits, out_bits, STAMP_BITS) <= _HARNESS_ROW_BITS:
         lanes *= 2
     params = {"top": manifest["top"], "in_bits": in_bits, "out_bits": out_bits,
               "out_last_bit": manifest["output"]["last_bit"], "depth": DEFAULT_DEPTH,

@@ -18,7 +18,7 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
 
-from .harness import CYCLE_BITS, PROBABILITY_ONE, HarnessError
+from .harness import PROBABILITY_ONE, STAMP_BITS, HarnessError
 from .tb_stream import JOB_ENV, _Progress
 
 __all__ = ["run_harness"]
@@ -110,28 +110,55 @@ class _Rings:
         ``j + depth``; the harness wakes this at every half ring, so nothing is lost."""
         dut, lanes, depth = self.dut, self.lanes, self.depth
         _read_rows(dut.in_cycle_mem, dut.in_cycle_row, self.in_cycles, in_count, lanes,
-                   depth, CYCLE_BITS)
+                   depth, STAMP_BITS)
         _read_rows(dut.out_mem, dut.out_row, self.out_payloads, out_count, lanes, depth,
                    self.out_bits)
         _read_rows(dut.out_cycle_mem, dut.out_cycle_row, self.out_cycles, out_count, lanes,
-                   depth, CYCLE_BITS)
+                   depth, STAMP_BITS)
+
+
+class UnknownBits(Exception):
+    """A recorded word has X or Z bits (Icarus); ``index`` is the word's position."""
+
+    def __init__(self, index: int, value):
+        super().__init__(index, value)
+        self.index, self.value = index, value
 
 
 def _read_rows(mem, partial, record: list[int], count: int, lanes: int, depth: int,
                bits: int):
     """Extend ``record`` to ``count`` words: full rows of ``lanes`` words of ``bits`` bits
     from the ring ``mem``, the row being filled from the register ``partial`` (its ``k``
-    words in the top ``k`` lanes)."""
+    words in the top ``k`` lanes). Raises UnknownBits for a word with X or Z bits."""
     rows, mask = depth // lanes, (1 << bits) - 1
     while len(record) < count:
         first = len(record) - len(record) % lanes
         if first + lanes <= count:
-            value, words = _unsigned(mem[(first // lanes) % rows]), lanes
+            value, words, skip = mem[(first // lanes) % rows].value, lanes, 0
         else:
             words = count - first
-            value = _unsigned(partial) >> ((lanes - words) * bits)
+            value, skip = partial.value, lanes - words
+        if not value.is_resolvable:
+            text = str(value)           # most significant bit first
+            for k in range(words):
+                lane = text[len(text) - (skip + k + 1) * bits:len(text) - (skip + k) * bits]
+                if any(c not in "01" for c in lane):
+                    raise UnknownBits(first + k, lane)
+        value = int(value.to_unsigned()) >> (skip * bits)
         del record[first:]
         record.extend((value >> (k * bits)) & mask for k in range(words))
+
+
+def _unwrap(stamps: list[int]) -> list[int]:
+    """Whole cycle numbers from the harness's 32-bit stamps, which only grow and are less
+    than 2**32 cycles apart (see qloom.sim.harness.STAMP_BITS)."""
+    whole, base, previous = [], 0, 0
+    for stamp in stamps:
+        if stamp < previous:
+            base += 1 << STAMP_BITS
+        whole.append(base + stamp)
+        previous = stamp
+    return whole
 
 
 @cocotb.test()
@@ -164,11 +191,18 @@ async def run_harness(dut):
     tick = Timer(_TICK_CYCLES * job["clock_period_ps"], unit="ps")
     wake = [RisingEdge(dut.done), dut.in_half.value_change, dut.out_half.value_change, tick]
     last_cycle = -1
+    error = None
     while True:
         await First(*wake)
         await ReadOnly()
         in_count, out_count = _unsigned(dut.in_count), _unsigned(dut.out_count)
-        rings.collect(in_count, out_count)
+        try:
+            rings.collect(in_count, out_count)
+        except UnknownBits as exc:
+            frame, pos = divmod(exc.index, job["words_out"])
+            error = (f"o__payload is {exc.value} (not all 0/1) on output word {pos} of "
+                     f"frame {frame}, taken by cycle {_unsigned(dut.cycle)}")
+            break
         progress.update(out_count // job["words_out"])
         if dut.done.value:
             break
@@ -181,15 +215,14 @@ async def run_harness(dut):
         rings.refill(in_count)
 
     code, cycle = int(dut.error.value), _unsigned(dut.error_cycle)
-    error = None
-    if code != HarnessError.NONE:
+    if error is None and code != HarnessError.NONE:
         handshake_x = _x_on_handshake(dut) if code == HarnessError.TIMEOUT else None
         error = _message(code, cycle, job, n_in, in_count, out_count, handshake_x)
     Path(job["result"]).write_text(json.dumps({
         "error": error,
         "cycles": _unsigned(dut.cycle),
         "out_payloads": [format(x, "x") for x in rings.out_payloads],
-        "in_cycles": rings.in_cycles,
-        "out_cycles": rings.out_cycles,
+        "in_cycles": _unwrap(rings.in_cycles),
+        "out_cycles": _unwrap(rings.out_cycles),
     }))
     assert error is None, error
