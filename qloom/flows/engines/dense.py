@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...nn.dtypes import BINARY, BIPOLAR, TERNARY, DataType
+from ...hw.mvu_datapath import Datapath, is_select_type, select_datapath
+from ...nn.dtypes import DataType
 from ...nn.ir import Dense, MultiThreshold
 from ..cost import (Family, Resources, adder_tree_luts, comparator_luts, memory_cost, ram_cost,
                     use_block_ram)
@@ -17,13 +18,14 @@ __all__ = ["DenseEngine", "datapath_of", "dsp_primitive", "mvu_registers", "mvu_
 _CONTROL = Resources(lut=40, ff=30)
 
 
+# The engine names' suffix per datapath.
+_SUFFIX = {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub", Datapath.MAC: "mac"}
+
+
 def datapath_of(w_type: DataType, in_type: DataType) -> str:
-    """The MVU datapath the templates choose for these datatypes."""
-    if w_type.bipolar and in_type.bipolar:
-        return "xnor"
-    if w_type in (BIPOLAR, BINARY, TERNARY) or in_type.bipolar:
-        return "addsub"
-    return "mac"
+    """The MVU datapath for these datatypes, as the template chooses it
+    (``qloom.hw.mvu_datapath.select_datapath``), by its short name."""
+    return _SUFFIX[select_datapath(w_type, in_type)]
 
 
 def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
@@ -35,7 +37,9 @@ def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
     if path == "xnor":
         lane = Resources(lut=simd + adder_tree_luts(max(1, simd // 4), 3))
     elif path == "addsub":
-        lane = Resources(lut=simd * (ib + 1) + adder_tree_luts(simd, ib + 1))
+        # A select of the other operand or its negation: as wide as that operand.
+        other = ib if is_select_type(w_type) else wb
+        lane = Resources(lut=simd * (other + 1) + adder_tree_luts(simd, other + 1))
     else:
         # A shift-and-add multiplier: fitted to Yosys on iCE40 (UINT6 x INT6 MVUs with 4,
         # 8 and 16 lanes: 111 LUT4 per lane with its share of the tree and accumulator).

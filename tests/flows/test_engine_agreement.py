@@ -1,0 +1,49 @@
+"""The planner's view of a matrix-vector unit agrees with the template it builds: datapath,
+multiplier lanes, DSP blocks used and cycles, over many pairs of datatypes (issue 11: one
+truth per hardware decision; the engine asks ``qloom.hw.mvu_datapath.select_datapath``)."""
+
+import numpy as np
+import pytest
+
+from qloom.flows.engines.base import BuildOptions, Fold
+from qloom.flows.engines.dense import DenseEngine, datapath_of
+from qloom.hw.mvu import MVU
+from qloom.hw.mvu_datapath import Datapath
+from qloom.nn.dtypes import BINARY, BIPOLAR, TERNARY, int_type, uint_type
+from qloom.nn.ir import Dense
+
+TYPES = [BIPOLAR, BINARY, TERNARY, int_type(1), int_type(2), int_type(3), int_type(4),
+         int_type(8), int_type(4, narrow=True), uint_type(1), uint_type(2), uint_type(4),
+         uint_type(8)]
+SUFFIX = {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub", Datapath.MAC: "mac"}
+MH, MW = 4, 6
+
+
+def _weights(w_type, rng):
+    if w_type.bipolar:
+        return rng.choice([-1, 1], size=(MH, MW)).astype(np.int64)
+    return rng.integers(w_type.min, w_type.max + 1, size=(MH, MW)).astype(np.int64)
+
+
+@pytest.mark.parametrize("w_type", TYPES, ids=str)
+@pytest.mark.parametrize("in_type", TYPES, ids=str)
+def test_engine_and_template_agree(w_type, in_type):
+    rng = np.random.default_rng(len(str(w_type)) * 31 + len(str(in_type)))
+    weights = _weights(w_type, rng)
+    dense = Dense("d", ("x",), "y", weights=weights, w_type=w_type, in_type=in_type)
+    engine = DenseEngine(dense, None, vectors=1)
+    fold = Fold(2, 3)
+    for budget in (0, 3, None):
+        unit = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=fold.pe,
+                   simd=fold.simd, dsp_budget=budget)
+        assert datapath_of(w_type, in_type) == SUFFIX[unit.datapath]
+        assert engine.engine_name == f"mvu_{SUFFIX[unit.datapath]}"
+        multipliers = engine.multipliers(fold)
+        assert multipliers == (fold.pe * fold.simd if unit.datapath is Datapath.MAC else 0)
+        # The plan gives an engine at most its multipliers in DSP blocks; the unit uses
+        # exactly what it is given, and none without multipliers.
+        planned = multipliers if budget is None else min(budget, multipliers)
+        assert unit.dsp_count == planned
+        resources = engine.resources(fold, BuildOptions(dsp_budget=budget), planned)
+        assert resources.dsp == planned
+        assert engine.cycles(fold) == unit.cycles_per_vector == (MH // 2) * (MW // 3)
