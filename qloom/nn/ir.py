@@ -19,6 +19,11 @@ Conventions (the contract with ``qloom.hw`` and ``qloom.flows``):
   with ``rounding`` one of ``Rounding`` (half-even is qonnx's ROUND); the output value is
   the code. An exact, cheaper stand-in for a MultiThreshold with many levels.
 - ``MaxPool``: ``kernel`` x ``kernel`` windows, ``stride``, no padding, on ``[N, H, W, C]``.
+- ``AvgPool``: the exact per-channel sum over ``kernel`` (KH, KW) windows with ``stride``
+  and zero padding ``pads`` (top, left, bottom, right) on ``[N, H, W, C]``; a global
+  average pool is the window of the whole image. The average's ``1 / (KH*KW)`` is not
+  computed here: it lives in the output tensor's scale and the next quantizer's thresholds
+  (or shift) absorb it, so the integer result stays exact.
 - ``Add``: exact elementwise sum of two tensors of one shape.
 - ``Flatten``: ``[N, H, W, C]`` -> ``[N, H*W*C]``; free in hardware (stream order is unchanged).
 """
@@ -35,7 +40,8 @@ from ..errors import QloomError
 from .dtypes import DataType, smallest_type
 
 __all__ = ["TensorInfo", "Layer", "Dense", "Conv", "MultiThreshold", "Requant", "Rounding",
-           "MaxPool", "Add", "Flatten", "Network", "im2col", "round_shift"]
+           "MaxPool", "AvgPool", "Add", "Flatten", "Network", "im2col", "round_shift",
+           "window_sum_type"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,6 +275,45 @@ class MaxPool(Layer):
         for i in range(k):
             for j in range(k):
                 out = np.maximum(out, x[:, i:i + s * oh:s, j:j + s * ow:s, :])
+        return out
+
+
+def window_sum_type(in_type: DataType, count: int) -> DataType:
+    """The datatype of a sum of ``count`` values of ``in_type`` (zero padding included:
+    every type's range holds 0)."""
+    return smallest_type(count * in_type.min, count * in_type.max)
+
+
+@dataclass(frozen=True, eq=False)
+class AvgPool(Layer):
+    kernel: tuple[int, int] = (2, 2)
+    stride: tuple[int, int] = (2, 2)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    op = "AvgPool"
+
+    @property
+    def divisor(self) -> int:
+        """What the model divides each window sum by (``count_include_pad``)."""
+        return self.kernel[0] * self.kernel[1]
+
+    def is_global(self, in_shape) -> bool:
+        """Whether the window is the whole (unpadded) image: one output pixel."""
+        return tuple(self.kernel) == tuple(in_shape[:2]) and not any(self.pads)
+
+    def sum_type(self, in_type: DataType) -> DataType:
+        return window_sum_type(in_type, self.divisor)
+
+    def execute(self, x):
+        n, h, w, c = x.shape
+        top, left, bottom, right = self.pads
+        x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+        (kh, kw), (sh, sw) = self.kernel, self.stride
+        oh, ow = (x.shape[1] - kh) // sh + 1, (x.shape[2] - kw) // sw + 1
+        out = np.zeros((n, oh, ow, c), dtype=np.int64)
+        for i in range(kh):
+            for j in range(kw):
+                out += x[:, i:i + sh * oh:sh, j:j + sw * ow:sw, :]
         return out
 
 

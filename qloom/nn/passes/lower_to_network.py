@@ -23,6 +23,7 @@ import onnx
 from ...errors import QloomError, UnsupportedModelError
 from .. import ir
 from ..thresholds import FloatFunction, derive_thresholds
+from .avgpool import AVGPOOL_OPS, float_avgpool_reason, lower_avgpool
 from .layer_builders import LayerBuilders
 from .quantizers import QUANTIZERS, quant_spec
 from .values import FloatChain, Int, Prefix
@@ -95,6 +96,8 @@ class LoweringState(LayerBuilders):
             self.on_elementwise(node, data[0])
         elif op == "MaxPool":
             self.on_maxpool(node, data[0])
+        elif op in AVGPOOL_OPS and isinstance(data[0], Int):
+            self.env[node.output[0]] = lower_avgpool(self, node, data[0])
         elif op in ("Flatten", "Reshape"):
             self.on_reshape(node, data[0])
         else:
@@ -164,9 +167,12 @@ class LoweringState(LayerBuilders):
             self.on_other(node, [src])
 
     def unsupported(self, node):
+        if node.op_type in AVGPOOL_OPS:
+            return UnsupportedModelError(float_avgpool_reason(node), node.name)
         return UnsupportedModelError(
             f"op {node.op_type} is not supported here; qloom maps quantized MatMul/Gemm/Conv "
-            f"layers, residual Add, MaxPool, Flatten/Reshape and float elementwise ops "
+            f"layers, residual Add, MaxPool, AveragePool/GlobalAveragePool of quantized "
+            f"tensors, Flatten/Reshape and float elementwise ops "
             f"(scales, biases, BatchNormalization, ReLU) before a Quant/BipolarQuant/"
             f"MultiThreshold/Trunc quantizer", node.name)
 

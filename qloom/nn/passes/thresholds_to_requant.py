@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from ..dtypes import DataType
-from ..ir import Conv, Dense, MultiThreshold, Network, Requant, Rounding, round_shift
+from ..ir import AvgPool, Conv, Dense, MultiThreshold, Network, Requant, Rounding, round_shift
 
 __all__ = ["ThresholdsToRequant", "MIN_LEVELS"]
 
@@ -51,6 +51,10 @@ def _input_range(net: Network, layer: MultiThreshold) -> tuple[np.ndarray, np.nd
         return producer.acc_range()
     if isinstance(producer, Conv):
         return producer.acc_range(net.shape_of(producer.inputs[0])[-1])
+    if isinstance(producer, AvgPool):
+        dtype = net.tensors[producer.inputs[0]].dtype
+        count = producer.divisor      # zero padding stays inside [count*min, count*max]
+        return np.full(channels, count * dtype.min), np.full(channels, count * dtype.max)
     dtype = net.tensors[layer.inputs[0]].dtype
     return np.full(channels, dtype.min), np.full(channels, dtype.max)
 
