@@ -6,8 +6,10 @@ stream order is already the flattened order)."""
 from __future__ import annotations
 
 from ...errors import UnsupportedModelError
-from ...nn.ir import Add, Conv, Dense, Flatten, MaxPool, MultiThreshold, Network, Requant
+from ...nn.ir import (Add, AvgPool, Conv, Dense, Flatten, MaxPool, MultiThreshold, Network,
+                      Requant)
 from .add import AddEngine
+from .avgpool import AvgPoolEngine
 from .conv import ConvEngine
 from .dense import DenseEngine
 from .pool import PoolEngine
@@ -66,6 +68,10 @@ def map_network(net: Network) -> tuple[list, str, str]:
             thr = None
             engine = PoolEngine(_rebind(layer, inputs), shape_in,
                                 net.tensors[layer.inputs[0]].dtype)
+        elif isinstance(layer, AvgPool):
+            thr = None
+            engine = AvgPoolEngine(_rebind(layer, inputs), shape_in,
+                                   net.tensors[layer.inputs[0]].dtype)
         elif isinstance(layer, Add):
             thr = None
             a, b = (net.tensors[t].dtype for t in layer.inputs)
@@ -73,7 +79,7 @@ def map_network(net: Network) -> tuple[list, str, str]:
         else:
             raise UnsupportedModelError(
                 f"no hardware engine for {layer.op} layers yet; supported: Dense, Conv, "
-                f"MultiThreshold, Requant, MaxPool, Add, Flatten", node=layer.name)
+                f"MultiThreshold, Requant, MaxPool, AvgPool, Add, Flatten", node=layer.name)
         if thr is not None:
             fused.add(thr.name)
         engines.append(engine)

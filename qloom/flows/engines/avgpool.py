@@ -1,0 +1,64 @@
+"""Average pooling (window sums, ``qloom.nn.ir.AvgPool``) on channels-last pixel streams:
+the windowed template over a sliding window, or the global one (one accumulator per
+channel, no line buffer) when the window is the whole image. Cycles, accumulator widths
+and buffer sizes come from the template, built (not elaborated) for the folding."""
+
+from __future__ import annotations
+
+from ...nn.dtypes import DataType
+from ...nn.ir import AvgPool
+from ..cost import Resources, memory_cost
+from .base import LaneEngine
+
+__all__ = ["AvgPoolEngine"]
+
+
+class AvgPoolEngine(LaneEngine):
+    def __init__(self, layer: AvgPool, in_shape, dtype: DataType):
+        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.layer, self.dtype = layer, dtype
+        self.in_h, self.in_w, self.channels = in_shape
+        self.is_global = layer.is_global(in_shape)
+
+    @property
+    def kind(self):
+        return "global_avgpool" if self.is_global else "avgpool"
+
+    def unit(self, lanes: int):
+        """The template for ``lanes`` lanes."""
+        if self.is_global:
+            from ...hw.avgpool import GlobalAvgPool
+            return GlobalAvgPool(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
+                                 dtype=self.dtype, lanes=lanes)
+        from ...hw.avgpool import AvgPool as PoolUnit
+        layer = self.layer
+        return PoolUnit(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
+                        kernel=tuple(layer.kernel), stride=tuple(layer.stride),
+                        pads=tuple(layer.pads), dtype=self.dtype, lanes=lanes)
+
+    def _asked(self, lanes: int):
+        from ...hw.avgpool import unelaborated
+        return unelaborated(self.unit(lanes))
+
+    def cycles(self, fold):
+        return self._asked(fold.pe).cycles_per_frame
+
+    def resources(self, fold, options, dsps=0):
+        unit = self._asked(fold.pe)
+        acc = unit.acc_type.bits
+        if self.is_global:
+            # The ring of accumulators, one adder per lane, the output register, counters.
+            return Resources(lut=fold.pe * acc + 20,
+                             ff=unit.accumulators * acc + fold.pe * acc + 30)
+        line = memory_cost(unit.buffer_words, fold.pe * self.dtype.bits, options.family)
+        # The sliding window's counters and address arithmetic, one adder per lane and the
+        # running sum and output registers.
+        return line + Resources(lut=fold.pe * acc + 60, ff=fold.pe * acc * 2 + 50)
+
+    @property
+    def in_bits(self) -> int:
+        return self.dtype.bits
+
+    def nodes(self, fold, options, dsps=0):
+        from ...hw.top import Node
+        return [Node(self.name, self.unit(fold.pe), self.inputs, self.output)]
