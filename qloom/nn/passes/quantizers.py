@@ -111,9 +111,9 @@ def quant_spec(node, consts) -> QuantSpec:
         if len(node.input) > 5:     # Trunc v2: explicit output scale and width
             out_scale = _const(consts, node.input[4], node, "output scale").astype(np.float64)
             out_bits = _bits(_const(consts, node.input[5], node, "output bit width"), node)
-        else:
+        else:   # Trunc v1: qonnx rescales the truncated integer by the input scale
             out_bits = _bits(_const(consts, node.input[4], node, "output bit width"), node)
-            out_scale = scale * 2.0 ** (in_bits - out_bits)
+            out_scale = scale
         if np.any(zero != 0):
             raise UnsupportedModelError("Trunc with a nonzero zero point is not supported",
                                         node.name)
