@@ -13,6 +13,8 @@ from qloom.nn.check import compare_with_qonnx
 from qloom.nn.dtypes import uint_type
 from qloom.nn.load import load
 
+from brevitas_pool import brevitas_pool_model
+
 from .conftest import QONNX_DOMAIN, GraphBuilder
 
 
@@ -127,41 +129,8 @@ def test_truncated_sum_trunc_v1_equals_qonnx():
     assert_exact(model, net, (1, 2, 4, 4))
 
 
-def brevitas_model(tmp_path, *, global_kernel):
-    torch = pytest.importorskip("torch")
-    qnn = pytest.importorskip("brevitas.nn")
-    pytest.importorskip("onnxoptimizer")
-    from brevitas.export import export_qonnx
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.q = qnn.QuantIdentity(bit_width=4, return_quant_tensor=True)
-            self.conv = qnn.QuantConv2d(2, 4, 3, weight_bit_width=4, return_quant_tensor=True)
-            self.relu = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
-            self.pool = qnn.TruncAvgPool2d(kernel_size=2, stride=2)
-            self.gpool = qnn.TruncAvgPool2d(kernel_size=global_kernel,
-                                            return_quant_tensor=False)
-
-        def forward(self, x):
-            return self.gpool(self.pool(self.relu(self.conv(self.q(x)))))
-
-    torch.manual_seed(0)
-    net = Net().eval()
-    x = torch.randn(1, 2, 8, 8)
-    with torch.no_grad():
-        for _ in range(3):        # settle the activation scales
-            net(torch.randn(8, 2, 8, 8))
-    path = tmp_path / "trunc_avgpool.onnx"
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        export_qonnx(net, x, str(path), dynamo=False)
-    return path
-
-
 def test_brevitas_trunc_avg_pool_equals_qonnx(tmp_path):
-    path = brevitas_model(tmp_path, global_kernel=3)
+    path = brevitas_pool_model(tmp_path)
     assert {"AveragePool", "Trunc"} <= {n.op_type for n in onnx.load(path).graph.node}
     net = load(path)
     ops = [l.op for l in net.layers]
