@@ -23,6 +23,7 @@ from pathlib import Path
 from ..boards import Board, Family, Resources, get_board
 from ..boards.board import CELL_FILL
 from ..errors import QloomError, ToolError
+from ..manifest import read_manifest
 from ..hw.board_top import BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll
 from ..hw.protocol import WireFormat
 from ..hw.uart import divisor_for
@@ -47,10 +48,7 @@ def read_design(out_dir) -> tuple[dict, dict | None]:
     """OUT's manifest and report (None when OUT has no report.json)."""
     out = Path(out_dir)
     manifest_path = out / "manifest.json"
-    if not manifest_path.is_file():
-        raise QloomError(f"{out} is not a compiled design (no manifest.json); run "
-                         f"`qloom compile MODEL -o {out}` first")
-    manifest = _read_json(manifest_path)
+    manifest = read_manifest(out)
     report_path = out / "report.json"
     report = _read_json(report_path) if report_path.is_file() else None
     _check_script_inputs(manifest, manifest_path)

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InternalError, QloomError
+from ..manifest import FORMAT as MANIFEST_FORMAT, read_manifest, write_manifest
 from ..hw.dsp import simulation_models
 from . import outdir
 from .cost import Family
@@ -194,7 +195,7 @@ def _documents(state, cfg, model_file):
     clock = _clock_mhz(state, cfg)
     layers = _layer_rows(state)
     manifest = {
-        "format": 1, "qloom_version": __version__, "top": "qloom_top",
+        "format": MANIFEST_FORMAT, "qloom_version": __version__, "top": "qloom_top",
         "rtl": ["rtl/qloom_top.v"],
         "sim_rtl": [f"rtl/sim/{name}" for name in simulation_models(state.verilog)],
         "model": net.name, "model_file": model_file,
@@ -254,8 +255,8 @@ class Design:
     @classmethod
     def open(cls, out_dir) -> "Design":
         out_dir = Path(out_dir)
+        manifest = read_manifest(out_dir)
         try:
-            manifest = json.loads((out_dir / "manifest.json").read_text())
             report = json.loads((out_dir / "report.json").read_text())
         except FileNotFoundError as e:
             raise QloomError(f"{out_dir} is not a compiled design ({e.filename} is missing); "
@@ -324,7 +325,7 @@ def _write(state, cfg, area: outdir.Area):
             (staging / "rtl" / "sim" / name).write_text(text)
         model_file = _save_model(state.model, staging)
         manifest, report = _documents(state, cfg, model_file)
-        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        write_manifest(staging, manifest)
         (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (staging / "report.md").write_text(render_report_md(report))
         area.install(staging)

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import QloomError
+from ..manifest import read_manifest
 from ..hw.protocol import ProtocolError, Status, WireFormat, decode_reply, encode_request
 
 __all__ = ["LinkError", "HostLink", "RunReport", "open_serial", "reference", "run_on_board",
@@ -141,7 +142,7 @@ def reference(out_dir, x) -> tuple[np.ndarray, np.ndarray, object]:
     """(input codes [N, E_in], expected output codes [N, E_out], network) for float
     inputs ``x`` [N, *input_shape] of OUT's model, from the integer reference."""
     import qloom
-    manifest = json.loads((Path(out_dir) / "manifest.json").read_text())
+    manifest = read_manifest(out_dir)
     net = qloom.load(Path(out_dir) / manifest["model_file"], **manifest.get("load_options", {}))
     values = net.quantize(np.asarray(x))
     out_values = net.execute_int(values)
@@ -231,17 +232,7 @@ def _build_baud(out: Path) -> int:
 
 
 def _manifest(out: Path) -> dict:
-    path = out / "manifest.json"
-    if not path.is_file():
-        raise QloomError(f"{out} is not a compiled design (no manifest.json); run "
-                         f"`qloom compile MODEL -o {out}` first")
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise QloomError(f"cannot read {path}: {e}") from None
-    if not isinstance(manifest, dict):
-        raise QloomError(f"{path} must hold a JSON object")
-    return manifest
+    return read_manifest(out, ports=True)
 
 
 def _formats(out: Path, manifest: dict) -> tuple[WireFormat, WireFormat]:

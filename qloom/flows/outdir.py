@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import QloomError
+from ..manifest import is_design
 
 __all__ = ["Area", "is_design", "is_subfolder", "check_path_text"]
 
@@ -46,16 +46,6 @@ def check_path_text(path, what: str) -> str:
                          f"{', '.join(repr(c) for c in bad)}; qloom writes paths into scripts, "
                          f"where they cannot be quoted: choose a name without them")
     return text
-
-
-def is_design(folder: Path) -> bool:
-    """A folder ``qloom compile`` wrote: its manifest.json says so."""
-    try:
-        manifest = json.loads((Path(folder) / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and "format" in manifest and \
-        ("qloom_version" in manifest or "top" in manifest)
 
 
 def is_subfolder(folder: Path) -> bool:

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import QloomError, ToolError
+from ..manifest import read_manifest
 from .tb_stream import JOB_ENV
 
 __all__ = ["Simulator", "Bench", "RtlRun", "SimulationError", "run_rtl", "read_manifest"]
@@ -77,18 +78,6 @@ class RtlRun:
     build_seconds: float = 0.0
     run_seconds: float = 0.0
     bench: Bench = Bench.HARNESS
-
-
-def read_manifest(out_dir: Path) -> dict:
-    path = Path(out_dir) / "manifest.json"
-    if not path.is_file():
-        raise QloomError(f"{path} not found: '{out_dir}' is not a compiled design folder "
-                         f"(run 'qloom compile' first)")
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != 1:
-        raise QloomError(f"{path}: unsupported manifest format {manifest.get('format')!r} "
-                         f"(this qloom reads format 1)")
-    return manifest
 
 
 def _verilator_bin() -> Path:
@@ -357,7 +346,7 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
     if not isinstance(backpressure, (int, float)) or not 0.0 <= backpressure < 1.0:
         raise ValueError(f"Backpressure must be a probability in [0, 1), not {backpressure!r}")
     out_dir = Path(out_dir).resolve()
-    manifest = read_manifest(out_dir)
+    manifest = read_manifest(out_dir, ports=True)
     payloads = _check_payloads(payloads_in, manifest["input"])
     frames = payloads.shape[0]
     words_out = manifest["output"]["words_per_frame"]

@@ -70,7 +70,7 @@ def test_needs_a_board_and_a_design(tmp_path):
     with pytest.raises(QloomError, match=r"^no board given and none in the manifest: pass "
                                          r"--board B \(see `qloom boards`\)$"):
         build_board(out)
-    with pytest.raises(QloomError, match=r"is not a compiled design \(no manifest\.json\)"):
+    with pytest.raises(QloomError, match=r"is not a compiled design folder"):
         build_board(tmp_path / "nothing", board="icebreaker")
 
 

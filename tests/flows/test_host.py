@@ -107,9 +107,13 @@ def test_run_cli(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     (out / "build").mkdir(parents=True)
     port = lambda fmt: {"lanes": fmt.lanes, "element_bits": fmt.element_bits,  # noqa: E731
-                        "signed": fmt.signed, "elements_per_frame": fmt.elements}
-    (out / "manifest.json").write_text(json.dumps({"input": port(FIN), "output": port(FOUT),
-                                                   "model_file": "model.onnx"}))
+                        "signed": fmt.signed, "elements_per_frame": fmt.elements,
+                        "payload_bits": fmt.lanes * fmt.element_bits + 1,
+                        "last_bit": fmt.lanes * fmt.element_bits,
+                        "words_per_frame": -(-fmt.elements // fmt.lanes), "dtype": {}}
+    (out / "manifest.json").write_text(json.dumps(
+        {"format": 1, "top": "qloom_top", "rtl": [], "input": port(FIN),
+         "output": port(FOUT), "model_file": "model.onnx"}))
     (out / "build" / "report.json").write_text(json.dumps({"baud": 921600}))
     xs = frames(4, seed=3)
     np.save(tmp_path / "x.npy", xs.astype(np.float32))
