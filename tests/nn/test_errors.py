@@ -295,3 +295,15 @@ def test_warnings_collected_into_one_line(recwarn):
     collected = [w for w in recwarn if not issubclass(w.category, LoadWarning)]
     assert collected == []
     assert len([w for w in recwarn if issubclass(w.category, LoadWarning)]) <= 1
+
+
+def test_input_without_data_dimension(tmp_path):
+    """Found by the fuzzer (jet tagger, seed 20102: the input's feature dimension dropped):
+    an IndexError deep in the lowering, now a refusal naming the tensor."""
+    model = onnx.load(str(MODELS / "jettagging_w6a6.onnx"))
+    shape = model.graph.input[0].type.tensor_type.shape
+    del shape.dim[1:]
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(QloomError, match=r"no dimension besides the batch"):
+        load(path, warn=False)

@@ -72,6 +72,9 @@ class LayerBuilders:
         return tuple(shape[1:] + shape[:1]) if len(shape) == 3 else tuple(shape)
 
     def new_tensor(self, name, shape, dtype, scale, lo, hi):
+        if len(shape) == 0:
+            raise UnsupportedModelError("the tensor has no dimension besides the batch (qloom "
+                                        "needs [batch, features...] or [batch, C, H, W])", name)
         channels = shape[-1]
         self.tensors[name] = ir.TensorInfo(name, tuple(shape), dtype,
                                            np.asarray(scale, dtype=np.float64).ravel())
