@@ -23,8 +23,10 @@ from qloom.hw.protocol import REPLY_SYNC, Status, WireFormat, crc16, decode_requ
 from test_out_safety import tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 1.0
-SLACK = 0.5          # the port's own read timeout, thread start-up, a loaded machine
+TIMEOUT = 2.0
+# Loading the model for the reference, the port's own read timeout, thread start-up and
+# a machine loaded by parallel tests (0.5 s failed under a load of 8).
+SLACK = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +122,7 @@ def test_good_board(design, capsys):
                        r"status byte"),
     ("hangup", r"the serial port failed, was the board unplugged\?"),
     ("garbage", r"frame failed after \d attempts: "),
-    ("silent", r"frame failed after 3 attempts: no reply within 1 s"),
+    ("silent", r"frame failed after 3 attempts: no reply within 2 s"),
 ])
 def test_link_faults_end_in_one_line_within_the_timeout(design, capsys, behaviour, message):
     code, _, err, elapsed = run_cli(design, Board(behaviour), capsys)
