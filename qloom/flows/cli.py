@@ -134,6 +134,18 @@ def _one_line_warnings():
     warnings.showwarning = show
 
 
+def _quiet_unused_hardware():
+    """A command stopped half way leaves Amaranth components that were built but never
+    elaborated; Amaranth warns about each when they are collected at exit, a page of
+    noise after the one line that matters."""
+    import warnings
+    try:
+        from amaranth.hdl import UnusedElaboratable
+    except ImportError:
+        return
+    warnings.simplefilter("ignore", UnusedElaboratable)
+
+
 def main(argv=None) -> int:
     command = "qloom"
     try:
@@ -143,9 +155,11 @@ def main(argv=None) -> int:
         _one_line_warnings()
         return args.func(args) or 0
     except QloomError as e:
+        _quiet_unused_hardware()
         print(f"{command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        _quiet_unused_hardware()
         print(f"{command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:      # e.g. `qloom inspect M | head`: the reader has gone
