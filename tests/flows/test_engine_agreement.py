@@ -47,3 +47,16 @@ def test_engine_and_template_agree(w_type, in_type):
         resources = engine.resources(fold, BuildOptions(dsp_budget=budget), planned)
         assert resources.dsp == planned
         assert engine.cycles(fold) == unit.cycles_per_vector == (MH // 2) * (MW // 3)
+
+
+def test_every_ir_layer_type_has_an_engine_or_a_reason():
+    """The registry is the one list of what compiles; its message is generated from it."""
+    import qloom.nn.ir as ir
+    from qloom.flows.engines.mapping import ENGINES, supported_layers
+    layer_types = {cls for cls in vars(ir).values()
+                   if isinstance(cls, type) and issubclass(cls, ir.Layer) and cls is not ir.Layer}
+    assert layer_types - set(ENGINES) <= {ir.Flatten}
+    assert supported_layers() == sorted([k.__name__ for k in ENGINES] + ["Flatten"])
+    from qloom.flows.engines.base import Engine
+    for engine in ENGINES.values():      # each says how it is made from its layer
+        assert engine.from_layer.__func__ is not Engine.from_layer.__func__, engine

@@ -21,6 +21,11 @@ class AddEngine(LaneEngine):
         for d in shape:
             self.elements *= d
 
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        a, b = (net.tensors[t].dtype for t in layer.inputs)
+        return cls(layer, net.shape_of(layer.inputs[0]), a, b)
+
     def buffered_elements(self) -> int:
         # The skip path must hold what the other branch swallows before it answers.
         return self.elements

@@ -20,6 +20,10 @@ class AvgPoolEngine(LaneEngine):
         self.in_h, self.in_w, self.channels = in_shape
         self.is_global = layer.is_global(in_shape)
 
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        return cls(layer, net.shape_of(layer.inputs[0]), net.tensors[layer.inputs[0]].dtype)
+
     @property
     def kind(self):
         return "global_avgpool" if self.is_global else "avgpool"

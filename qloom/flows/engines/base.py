@@ -35,14 +35,32 @@ class BuildOptions:
     pipeline: bool = True              # register stages for Fmax (adder trees, memories)
 
 
+def pixels(shape) -> int:
+    """Vectors (pixels) in a channels-last tensor: every axis but the last."""
+    count = 1
+    for d in shape[:-1]:
+        count *= d
+    return count
+
+
 class Engine(abc.ABC):
     """An engine implements one or more IR layers (e.g. a Dense with its thresholds)."""
 
     kind: str = "engine"
     fold_keys: tuple[str, ...] = ("pe",)
 
+    # Whether the engine takes the activation (MultiThreshold) that alone reads its output
+    # into itself (see ``qloom.flows.engines.mapping``).
+    fuses_thresholds: bool = False
+
     def __init__(self, name: str, layers: tuple[str, ...], inputs: tuple[str, ...], output: str):
         self.name, self.layers, self.inputs, self.output = name, layers, inputs, output
+
+    @classmethod
+    @abc.abstractmethod
+    def from_layer(cls, layer, net, threshold=None) -> "Engine":
+        """The engine for IR ``layer`` of ``net`` (inputs already rebound by the mapping),
+        with the fused ``threshold`` layer for engines that fuse one."""
 
     @abc.abstractmethod
     def folds(self) -> list[Fold]:
@@ -140,6 +158,10 @@ class ChannelEngine(LaneEngine):
         super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
         self.channels = layer.channels
         self.layer, self.pixels = layer, pixels
+
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        return cls(layer, pixels(net.shape_of(layer.inputs[0])))
 
     def cycles(self, fold):
         return self.pixels * (self.channels // fold.pe)

@@ -15,6 +15,7 @@ __all__ = ["ConvEngine"]
 
 class ConvEngine(Engine):
     fold_keys = ("pe", "simd")
+    fuses_thresholds = True
 
     def __init__(self, conv: Conv, threshold: MultiThreshold | None, in_shape, out_shape):
         output = threshold.output if threshold is not None else conv.output
@@ -26,6 +27,11 @@ class ConvEngine(Engine):
         kh, kw = conv.kernel
         self.mw = kh * kw * self.in_c
         self.systolic = datapath_of(conv.w_type, conv.in_type) == "mac"
+
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        return cls(layer, threshold, net.shape_of(layer.inputs[0]),
+                   net.shape_of(layer.output))
 
     @property
     def kind(self):

@@ -11,7 +11,7 @@ from ...nn.dtypes import DataType
 from ...nn.ir import Dense, MultiThreshold
 from ..cost import (Family, Resources, adder_tree_luts, comparator_luts, memory_cost, ram_cost,
                     use_block_ram)
-from .base import BuildOptions, Engine, Fold, divisors
+from .base import BuildOptions, Engine, Fold, divisors, pixels
 
 __all__ = ["DenseEngine", "datapath_of", "dsp_primitive", "mvu_registers", "mvu_resources"]
 
@@ -84,12 +84,17 @@ def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
 class DenseEngine(Engine):
     kind = "mvu"
     fold_keys = ("pe", "simd")
+    fuses_thresholds = True
 
     def __init__(self, dense: Dense, threshold: MultiThreshold | None, vectors: int):
         output = threshold.output if threshold is not None else dense.output
         layers = (dense.name,) + ((threshold.name,) if threshold is not None else ())
         super().__init__(dense.name, layers, dense.inputs, output)
         self.dense, self.threshold, self.vectors = dense, threshold, vectors
+
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        return cls(layer, threshold, pixels(net.shape_of(layer.inputs[0])))
 
     @property
     def engine_name(self) -> str:

@@ -16,7 +16,19 @@ from .pool import PoolEngine
 from .requant import RequantEngine
 from .threshold import SEARCH_FROM, ThresholdEngine
 
-__all__ = ["map_network"]
+__all__ = ["ENGINES", "map_network", "supported_layers"]
+
+# IR layer type -> the engine that implements it: adding a layer type is one line here
+# (and the engine's ``from_layer``). Flatten has no engine: the stream order is already
+# the flattened order.
+ENGINES = {Dense: DenseEngine, Conv: ConvEngine, MultiThreshold: ThresholdEngine,
+           Requant: RequantEngine, MaxPool: PoolEngine, AvgPool: AvgPoolEngine,
+           Add: AddEngine}
+
+
+def supported_layers() -> list[str]:
+    """The IR layer types the compiler maps, for messages."""
+    return sorted([kind.__name__ for kind in ENGINES] + [Flatten.__name__])
 
 
 def map_network(net: Network) -> tuple[list, str, str]:
@@ -47,51 +59,20 @@ def map_network(net: Network) -> tuple[list, str, str]:
         if layer.name in fused:
             continue
         inputs = tuple(real(t) for t in layer.inputs)
-        shape_in = net.shape_of(layer.inputs[0])
         if isinstance(layer, Flatten):
             alias[layer.output] = inputs[0]
             continue
-        if isinstance(layer, Dense):
-            thr = fusable(layer)
-            engine = DenseEngine(_rebind(layer, inputs), thr, _pixels(shape_in))
-        elif isinstance(layer, Conv):
-            thr = fusable(layer)
-            engine = ConvEngine(_rebind(layer, inputs), thr, shape_in,
-                                net.shape_of(layer.output))
-        elif isinstance(layer, MultiThreshold):
-            thr = None
-            engine = ThresholdEngine(_rebind(layer, inputs), _pixels(shape_in))
-        elif isinstance(layer, Requant):
-            thr = None
-            engine = RequantEngine(_rebind(layer, inputs), _pixels(shape_in))
-        elif isinstance(layer, MaxPool):
-            thr = None
-            engine = PoolEngine(_rebind(layer, inputs), shape_in,
-                                net.tensors[layer.inputs[0]].dtype)
-        elif isinstance(layer, AvgPool):
-            thr = None
-            engine = AvgPoolEngine(_rebind(layer, inputs), shape_in,
-                                   net.tensors[layer.inputs[0]].dtype)
-        elif isinstance(layer, Add):
-            thr = None
-            a, b = (net.tensors[t].dtype for t in layer.inputs)
-            engine = AddEngine(_rebind(layer, inputs), shape_in, a, b)
-        else:
+        engine_class = ENGINES.get(type(layer))
+        if engine_class is None:
             raise UnsupportedModelError(
-                f"no hardware engine for {layer.op} layers yet; supported: Dense, Conv, "
-                f"MultiThreshold, Requant, MaxPool, AvgPool, Add, Flatten", node=layer.name)
-        if thr is not None:
-            fused.add(thr.name)
+                f"no hardware engine for {layer.op} layers yet; supported: "
+                f"{', '.join(supported_layers())}", node=layer.name)
+        threshold = fusable(layer) if engine_class.fuses_thresholds else None
+        engine = engine_class.from_layer(_rebind(layer, inputs), net, threshold)
+        if threshold is not None:
+            fused.add(threshold.name)
         engines.append(engine)
     return engines, real(net.input), real(net.output)
-
-
-def _pixels(shape) -> int:
-    """Vectors (pixels) in a channels-last tensor: every axis but the last."""
-    count = 1
-    for d in shape[:-1]:
-        count *= d
-    return count
 
 
 def _rebind(layer, inputs):

@@ -18,6 +18,10 @@ class PoolEngine(LaneEngine):
         self.layer, self.dtype = layer, dtype
         self.in_h, self.in_w, self.channels = in_shape
 
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        return cls(layer, net.shape_of(layer.inputs[0]), net.tensors[layer.inputs[0]].dtype)
+
     def cycles(self, fold):
         return self.in_h * self.in_w * (self.channels // fold.pe)
 
