@@ -138,13 +138,17 @@ def _read_rows(mem, partial, record: list[int], count: int, lanes: int, depth: i
         else:
             words = count - first
             value, skip = partial.value, lanes - words
-        if not value.is_resolvable:
+        try:
+            # Not value.is_resolvable: that walks the bits in Python (about 1 ms for a
+            # 1024-bit row, most of a run's time); the conversion checks them in C.
+            value = int(value.to_unsigned()) >> (skip * bits)
+        except ValueError:
             text = str(value)           # most significant bit first
             for k in range(words):
                 lane = text[len(text) - (skip + k + 1) * bits:len(text) - (skip + k) * bits]
                 if any(c not in "01" for c in lane):
-                    raise UnknownBits(first + k, lane)
-        value = int(value.to_unsigned()) >> (skip * bits)
+                    raise UnknownBits(first + k, lane) from None
+            raise
         del record[first:]
         record.extend((value >> (k * bits)) & mask for k in range(words))
 
