@@ -29,24 +29,15 @@ __all__ = ["simulate", "add_parser", "run"]
 DEFAULT_RANDOM_FRAMES = 16
 
 
-def _simulator(simulator) -> Simulator:
-    if isinstance(simulator, Simulator):
-        return simulator
+def _choice(enum_type, value, what: str):
+    """``value`` as a member of ``enum_type`` (a member or its value), or a QloomError."""
+    if isinstance(value, enum_type):
+        return value
     try:
-        return Simulator(simulator)
+        return enum_type(value)
     except ValueError:
-        raise QloomError(f"unknown simulator {simulator!r}; choose one of "
-                         f"{', '.join(s.value for s in Simulator)}") from None
-
-
-def _bench(bench) -> Bench:
-    if isinstance(bench, Bench):
-        return bench
-    try:
-        return Bench(bench)
-    except ValueError:
-        raise QloomError(f"unknown bench {bench!r}; choose one of "
-                         f"{', '.join(b.value for b in Bench)}") from None
+        raise QloomError(f"unknown {what} {value!r}; choose one of "
+                         f"{', '.join(m.value for m in enum_type)}") from None
 
 
 def _load_network(out_dir: Path, manifest: dict):
@@ -127,8 +118,8 @@ def simulate(out_dir, *, inputs: np.ndarray | None = None, random: int | None = 
     """
     out_dir = Path(out_dir)
     manifest = read_manifest(out_dir)
-    sim = _simulator(simulator)
-    bench = _bench(bench)
+    sim = _choice(Simulator, simulator, "simulator")
+    bench = _choice(Bench, bench, "bench")
     if not isinstance(backpressure, (int, float)) or not 0.0 <= backpressure < 1.0:
         raise QloomError(f"backpressure must be a probability in [0, 1), not {backpressure!r}")
     net = network if network is not None else _load_network(out_dir, manifest)

@@ -17,23 +17,17 @@ bipolar value the hardware can carry).
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
 
 from ...errors import UnsupportedModelError
 from .. import ir
 from .values import Int
+from .attrs import node_attr
 
 __all__ = ["AVGPOOL_OPS", "lower_avgpool", "float_avgpool_reason"]
 
 AVGPOOL_OPS = ("AveragePool", "GlobalAveragePool")
 
 
-def _attr(node, name, default):
-    for a in node.attribute:
-        if a.name == name:
-            value = helper.get_attribute_value(a)
-            return value.decode() if isinstance(value, bytes) else value
-    return default
 
 
 def float_avgpool_reason(node) -> str:
@@ -47,23 +41,23 @@ def _window(node, in_shape):
     h, w = in_shape[2], in_shape[3]
     if node.op_type == "GlobalAveragePool":
         return (h, w), (1, 1), (0, 0, 0, 0)
-    kernel = tuple(_attr(node, "kernel_shape", []))
-    strides = tuple(_attr(node, "strides", [1] * len(kernel)))
-    pads = tuple(_attr(node, "pads", [0] * 2 * len(kernel)))
+    kernel = tuple(node_attr(node, "kernel_shape", []))
+    strides = tuple(node_attr(node, "strides", [1] * len(kernel)))
+    pads = tuple(node_attr(node, "pads", [0] * 2 * len(kernel)))
     problems = []
     if len(kernel) != 2:
         problems.append(f"a {len(kernel)}-D kernel")
-    if _attr(node, "auto_pad", "NOTSET") != "NOTSET":
-        problems.append(f"auto_pad {_attr(node, 'auto_pad', '')}")
-    if _attr(node, "ceil_mode", 0):
+    if node_attr(node, "auto_pad", "NOTSET") != "NOTSET":
+        problems.append(f"auto_pad {node_attr(node, 'auto_pad', '')}")
+    if node_attr(node, "ceil_mode", 0):
         problems.append("ceil_mode 1")
-    if any(d != 1 for d in _attr(node, "dilations", [1, 1])):
-        problems.append(f"dilations {list(_attr(node, 'dilations', []))}")
+    if any(d != 1 for d in node_attr(node, "dilations", [1, 1])):
+        problems.append(f"dilations {list(node_attr(node, 'dilations', []))}")
     if problems:
         raise UnsupportedModelError(
             f"AveragePool with {', '.join(problems)} is not supported; qloom pools 2-D "
             f"windows with explicit pads, ceil_mode 0 and no dilation", node.name)
-    if any(pads) and not _attr(node, "count_include_pad", 0):
+    if any(pads) and not node_attr(node, "count_include_pad", 0):
         raise UnsupportedModelError(
             f"AveragePool with pads {list(pads)} and count_include_pad 0 divides the border "
             f"windows by fewer elements than the others; no per-channel integer form is "

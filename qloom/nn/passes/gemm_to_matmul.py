@@ -12,15 +12,11 @@ from onnx import helper
 from qonnx.transformation.base import Transformation
 
 from ...errors import UnsupportedModelError
+from .attrs import node_attr
 
 __all__ = ["GemmToMatMul"]
 
 
-def _attr(node, name, default):
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 class GemmToMatMul(Transformation):
@@ -31,15 +27,15 @@ class GemmToMatMul(Transformation):
         for index, node in enumerate(graph.node):
             if node.op_type != "Gemm":
                 continue
-            if _attr(node, "transA", 0):
+            if node_attr(node, "transA", 0):
                 raise UnsupportedModelError(
                     "Gemm with transA=1 is not supported (only transB)", node.name)
-            alpha = float(_attr(node, "alpha", 1.0))
-            beta = float(_attr(node, "beta", 1.0))
+            alpha = float(node_attr(node, "alpha", 1.0))
+            beta = float(node_attr(node, "beta", 1.0))
             a, b = node.input[0], node.input[1]
             c = node.input[2] if len(node.input) > 2 and node.input[2] else None
             new = []
-            if _attr(node, "transB", 0):
+            if node_attr(node, "transB", 0):
                 b_t = model.make_new_valueinfo_name()
                 new.append(helper.make_node("Transpose", [b], [b_t], perm=[1, 0],
                                             name=f"{node.name}_transpose_b"))

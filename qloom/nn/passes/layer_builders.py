@@ -7,7 +7,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from onnx import helper
 
 from ...errors import QloomError, UnsupportedModelError
 from .. import ir
@@ -15,6 +14,7 @@ from ..dtypes import BIPOLAR, DataType, int_type, smallest_type
 from ..thresholds import FloatFunction
 from .quantizers import quantized_constant
 from .values import NCHW, PLAIN, FloatChain, Int, Layout, Prefix
+from .attrs import node_attr
 
 __all__ = ["LayerBuilders", "FixedPointInputWarning", "DEFAULT_INPUT_TYPE",
            "DEFAULT_INPUT_SCALE"]
@@ -27,11 +27,6 @@ class FixedPointInputWarning(UserWarning):
     """The model has no input quantizer and qloom chose a default fixed-point input."""
 
 
-def _attr(node, name, default):
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
 
 
 def _annotation_type(name: str) -> DataType | None:
@@ -205,7 +200,7 @@ class LayerBuilders:
         if node.op_type == "MatMul":
             fits = ints.ndim == 2 and len(in_shape) >= 2 and in_shape[-1] == ints.shape[0]
         else:
-            group = _attr(node, "group", 1)
+            group = node_attr(node, "group", 1)
             fits = (ints.ndim == 4 and len(in_shape) == 4 and isinstance(group, int)
                     and group >= 1 and in_shape[1] == ints.shape[1] * group)
         if not fits or len(out_shape) < 2:
@@ -238,17 +233,17 @@ class LayerBuilders:
         if src.layout.kind != "nchw" or ints.ndim != 4:
             raise UnsupportedModelError("only 2D convolutions on [N, C, H, W] are supported",
                                         node.name)
-        if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or \
-                any(d != 1 for d in _attr(node, "dilations", [1, 1])):
+        if node_attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or \
+                any(d != 1 for d in node_attr(node, "dilations", [1, 1])):
             raise UnsupportedModelError("Conv with auto_pad or dilations is not supported",
                                         node.name)
-        pads = tuple(_attr(node, "pads", [0, 0, 0, 0]))
+        pads = tuple(node_attr(node, "pads", [0, 0, 0, 0]))
         layer = ir.Conv(name=node.name, inputs=(src.ir,), output=node.output[0],
                         weights=np.transpose(ints, (0, 2, 3, 1)).copy(), w_type=w_type,
                         in_type=self.tensors[src.ir].dtype,
-                        stride=tuple(_attr(node, "strides", [1, 1])),
+                        stride=tuple(node_attr(node, "strides", [1, 1])),
                         pads=(pads[0], pads[1], pads[2], pads[3]),
-                        groups=int(_attr(node, "group", 1)))
+                        groups=int(node_attr(node, "group", 1)))
         rowsum = ints.reshape(ints.shape[0], -1).sum(axis=1).astype(np.float64)
         return layer, self._per_output(scale, node), rowsum
 
@@ -275,11 +270,11 @@ class LayerBuilders:
         return Int(layer.output, node.output[0], a.layout, a.offset + b.offset, False)
 
     def maxpool(self, node, src: Int, out: str | None = None):
-        kernel = list(_attr(node, "kernel_shape", []))
-        strides = list(_attr(node, "strides", kernel))
+        kernel = list(node_attr(node, "kernel_shape", []))
+        strides = list(node_attr(node, "strides", kernel))
         if (len(kernel) != 2 or kernel[0] != kernel[1] or strides[0] != strides[1]
-                or any(_attr(node, "pads", [0, 0, 0, 0])) or _attr(node, "ceil_mode", 0)
-                or any(d != 1 for d in _attr(node, "dilations", [1, 1]))
+                or any(node_attr(node, "pads", [0, 0, 0, 0])) or node_attr(node, "ceil_mode", 0)
+                or any(d != 1 for d in node_attr(node, "dilations", [1, 1]))
                 or src.layout.kind != "nchw"):
             raise UnsupportedModelError(
                 "only square MaxPool on [N, C, H, W] with equal strides, no padding and "

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from onnx import helper
 
 from ...errors import UnsupportedModelError
 from ..dtypes import BIPOLAR, DataType, TERNARY, int_type, smallest_type, uint_type
+from .attrs import node_attr
 
 __all__ = ["QUANTIZERS", "QuantSpec", "quant_spec", "quantized_constant", "MAX_BITS"]
 
@@ -24,12 +24,6 @@ MAX_BITS = 16
 _SHAPE_OPS = ("Transpose", "Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten")
 
 
-def _attr(node, name, default):
-    for a in node.attribute:
-        if a.name == name:
-            value = helper.get_attribute_value(a)
-            return value.decode() if isinstance(value, bytes) else value
-    return default
 
 
 def _bits(value, node) -> int:
@@ -97,9 +91,9 @@ def quant_spec(node, consts) -> QuantSpec:
             raise UnsupportedModelError(
                 "activation quantizers with a nonzero zero point are not supported "
                 "(weights may have integer zero points)", node.name)
-        dtype = _quant_type(bits, bool(_attr(node, "signed", 1)), bool(_attr(node, "narrow", 0)))
+        dtype = _quant_type(bits, bool(node_attr(node, "signed", 1)), bool(node_attr(node, "narrow", 0)))
         _check_scale(scale, node)
-        return QuantSpec(node.name, op, dtype, scale, _attr(node, "rounding_mode", "ROUND"))
+        return QuantSpec(node.name, op, dtype, scale, node_attr(node, "rounding_mode", "ROUND"))
     if op == "BipolarQuant":
         scale = _const(consts, node.input[1], node, "scale").astype(np.float64)
         _check_scale(scale, node)
@@ -117,15 +111,15 @@ def quant_spec(node, consts) -> QuantSpec:
         if np.any(zero != 0):
             raise UnsupportedModelError("Trunc with a nonzero zero point is not supported",
                                         node.name)
-        signed = bool(_attr(node, "signed", 1))
+        signed = bool(node_attr(node, "signed", 1))
         _check_scale(out_scale, node)
         return QuantSpec(node.name, op, _quant_type(out_bits, signed, False), out_scale,
-                         _attr(node, "rounding_mode", "FLOOR"))
+                         node_attr(node, "rounding_mode", "FLOOR"))
     if op == "MultiThreshold":
-        out_scale = float(_attr(node, "out_scale", 1.0))
-        out_bias = float(_attr(node, "out_bias", 0.0))
+        out_scale = float(node_attr(node, "out_scale", 1.0))
+        out_bias = float(node_attr(node, "out_bias", 0.0))
         thr = _const(consts, node.input[1], node, "threshold tensor")
-        name = _attr(node, "out_dtype", "")
+        name = node_attr(node, "out_dtype", "")
         levels = thr.shape[-1] + 1
         if out_scale != 1.0 or out_bias != round(out_bias):
             raise UnsupportedModelError(
@@ -141,18 +135,18 @@ def quant_spec(node, consts) -> QuantSpec:
 def _apply_shape_op(node, arr, consts):
     op = node.op_type
     if op == "Transpose":
-        perm = _attr(node, "perm", None)
+        perm = node_attr(node, "perm", None)
         return np.transpose(arr, perm)
     if op == "Reshape":
         return arr.reshape(np.asarray(consts[node.input[1]], dtype=np.int64))
     if op == "Flatten":
-        axis = _attr(node, "axis", 1)
+        axis = node_attr(node, "axis", 1)
         return arr.reshape(int(np.prod(arr.shape[:axis])), -1)
     if op == "Squeeze":
         axes = node.input[1] if len(node.input) > 1 else None
         return np.squeeze(arr, axis=tuple(consts[axes]) if axes else None)
     if op == "Unsqueeze":
-        axes = _attr(node, "axes", None)
+        axes = node_attr(node, "axes", None)
         axes = consts[node.input[1]] if axes is None else axes
         return np.expand_dims(arr, tuple(int(a) for a in np.atleast_1d(axes)))
     return arr
@@ -198,7 +192,7 @@ def quantized_constant(tensor: str, producers: dict, consts: dict, annotations: 
                 "integer weights)", node.name)
         if np.any(zero != 0):
             return ints, full_scale, smallest_type(ints.min(), ints.max())
-        dtype = _quant_type(bits, bool(_attr(node, "signed", 1)), bool(_attr(node, "narrow", 0)))
+        dtype = _quant_type(bits, bool(node_attr(node, "signed", 1)), bool(node_attr(node, "narrow", 0)))
         return ints, full_scale, dtype
     raise UnsupportedModelError(
         f"weights computed by {node.op_type} ('{node.name}') are not supported: weights must "
