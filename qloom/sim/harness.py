@@ -39,13 +39,14 @@ import enum
 import re
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, ClockDomain, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import (Cat, ClockDomain, ClockSignal, Const, Instance, Module, Mux,
+                          ResetSignal, Signal)
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["HarnessError", "StreamHarness", "harness_verilog", "clock_verilog", "PROBABILITY_ONE",
-           "CYCLE_BITS", "STAMP_BITS", "COUNT_BITS", "DEFAULT_DEPTH"]
+__all__ = ["HarnessError", "StreamHarness", "harness_verilog", "clock_verilog",
+           "PROBABILITY_ONE", "CYCLE_BITS", "STAMP_BITS", "COUNT_BITS", "DEFAULT_DEPTH"]
 
 PROBABILITY_ONE = 1 << 16
 CYCLE_BITS = 48
