@@ -149,37 +149,9 @@ class StreamHarness(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # The reset input is registered (in a domain of its own, without reset) for the
-        # reason the control inputs are, below: logic behind it was a fifth of the run.
-        m.domains.sync = domain = ClockDomain("sync")
-        m.domains.inputs = inputs = ClockDomain("inputs", reset_less=True)
-        m.submodules.clock = Instance(CLOCK_MODULE, o_clk=domain.clk)
-        reset = Signal(init=1)
-        m.d.inputs += reset.eq(self.reset)
-        m.d.comb += [inputs.clk.eq(domain.clk), domain.rst.eq(reset),
-                     self.clock.eq(domain.clk)]
-
-        # The control inputs, registered: logic fed straight from the top's inputs is
-        # evaluated by Verilator on every step (its input-combinational region), and
-        # with the design behind i_valid and o_ready that was most of the run time.
-        cfg = SimpleNamespace()
-        for name in ("start", "n_in", "n_out", "words_out", "p_in", "p_out", "seed",
-                     "idle_timeout", "drain"):
-            port = getattr(self, name)
-            register = Signal.like(port, name=f"cfg_{name}")
-            m.d.inputs += register.eq(port)
-            setattr(cfg, name, register)
-
-        bits, lane_bits = (self.depth - 1).bit_length(), (self.lanes - 1).bit_length()
-        rows, lanes = self.depth // self.lanes, self.lanes
-        m.d.comb += [self.in_half.eq(self.in_count[bits - 1]),
-                     self.out_half.eq(self.out_count[bits - 1])]
-
-        def row(count):
-            return count[lane_bits:bits]
-
-        def row_ends(count):
-            return count[:lane_bits] == lanes - 1
+        cfg = self._clock_and_controls(m)
+        m.d.comb += [self.in_half.eq(self.in_count[self._bits - 1]),
+                     self.out_half.eq(self.out_count[self._bits - 1])]
 
         i_payload, i_valid, i_ready = Signal(self.in_bits), Signal(), Signal()
         o_payload, o_valid, o_ready = Signal(self.out_bits), Signal(), Signal()
@@ -190,96 +162,32 @@ class StreamHarness(wiring.Component):
             self.top, i_clk=ClockSignal(), i_rst=dut_reset,
             i_i__payload=i_payload, i_i__valid=i_valid, o_i__ready=i_ready,
             o_o__payload=o_payload, o_o__valid=o_valid, i_o__ready=o_ready)
-
         running = Signal()
         m.d.comb += [running.eq(cfg.start & ~self.done),
                      dut_reset.eq(ResetSignal() | ~cfg.start)]
 
-        # Random streams: seeded until start, one step per running cycle.
-        rng_in, rng_out = Signal(32), Signal(32)
-        with m.If(~cfg.start):
-            m.d.sync += [rng_in.eq(_nonzero_seed(cfg.seed)),
-                         rng_out.eq(_nonzero_seed(cfg.seed ^ _XORSHIFT_SEED_MIX))]
-        with m.Elif(running):
-            m.d.sync += [rng_in.eq(_xorshift32(rng_in)), rng_out.eq(_xorshift32(rng_out))]
-        draw_gap = Signal()
-        m.d.comb += draw_gap.eq(rng_in[16:] < cfg.p_in)
-
-        # Input side. The current row sits in a register and shifts out a word per
-        # handshake; the memory reads the next row meanwhile (rows of at least two
-        # words leave it the cycle it needs). Before start, row 0 is loaded.
-        in_mem = Memory(shape=self.in_bits * lanes, depth=rows, init=[])
-        m.submodules.in_mem = in_mem
-        in_row = Signal(self.in_bits * lanes)
-        gap = Signal()
-        next_row = in_mem.read_port()
-        m.d.comb += [next_row.addr.eq(Mux(cfg.start, row(self.in_count) + 1, 0)),
-                     # Every payload bit flips as the run starts: Icarus then runs each
-                     # combinational process of the design that reads it at least once
-                     # (see qloom.sim.rtl_check).
-                     i_payload.eq(Mux(cfg.start, in_row[:self.in_bits],
-                                      ~in_row[:self.in_bits])),
-                     i_valid.eq(running & (self.in_count < cfg.n_in) & ~gap)]
-        took_in = Signal()
-        m.d.comb += took_in.eq(i_valid & i_ready)
-        with m.If(~cfg.start):
-            m.d.sync += in_row.eq(next_row.data)
-        with m.Elif(took_in):
-            m.d.sync += [self.in_count.eq(self.in_count + 1), gap.eq(draw_gap),
-                         in_row.eq(Mux(row_ends(self.in_count), next_row.data,
-                                       in_row >> self.in_bits))]
-        with m.Elif(running & gap):
-            m.d.sync += gap.eq(draw_gap)
-
-        # Records. Words and stamps shift into a row register from the top, so that a
-        # full row holds its first word in lane 0; full rows go to memory whole (a
-        # memory with a write enable per lane cost twice the design's own run time).
-        def recorder(name, width, count, took, value):
-            mem = Memory(shape=width * lanes, depth=rows, init=[])
-            m.submodules[f"{name}_mem"] = mem
-            shifted = Signal(width * lanes, name=f"{name}_next")
-            register = Signal(width * lanes, name=f"{name}_row")
-            m.d.comb += shifted.eq(Cat(register[width:], value))
-            write = mem.write_port()
-            m.d.comb += [write.addr.eq(row(count)), write.data.eq(shifted),
-                         write.en.eq(took & row_ends(count))]
-            with m.If(took):
-                m.d.sync += register.eq(shifted)
-            return mem
-
-        in_cycle_mem = recorder("in_cycle", STAMP_BITS, self.in_count, took_in,
-                                self.cycle[:STAMP_BITS])
+        draw_gap, draw_ready = self._generators(m, cfg, running)
+        took_in = self._feed(m, cfg, running, draw_gap, i_payload, i_valid, i_ready)
+        in_cycle_mem = self._recorder(m, "in_cycle", STAMP_BITS, self.in_count, took_in,
+                                      self.cycle[:STAMP_BITS])
 
         # Output side: take a word unless ready is stalled; check it.
-        m.d.comb += o_ready.eq(running & (rng_out[16:] >= cfg.p_out))
-        frame_pos = Signal(COUNT_BITS)
-        last = o_payload[self.out_last_bit]
-        final = frame_pos == cfg.words_out - 1
-        # Whole assignments, no `If`: see qloom.sim.rtl_check (Icarus leaves a process
-        # that no input has woken at X).
-        fault = Signal(3)
+        m.d.comb += o_ready.eq(running & draw_ready)
         handshake = o_valid & o_ready
         idle = Signal(32)
-        m.d.comb += fault.eq(
-            Mux(handshake,
-                Mux(self.out_count >= cfg.n_out, HarnessError.EXTRA_WORD,
-                    Mux(last & ~final, HarnessError.LAST_EARLY,
-                        Mux(~last & final, HarnessError.LAST_MISSING, HarnessError.NONE))),
-                Mux(running & (idle >= cfg.idle_timeout), HarnessError.TIMEOUT,
-                    HarnessError.NONE)))
+        fault = self._check(m, cfg, running, handshake, o_payload[self.out_last_bit], idle)
         took_out = Signal()
-        m.d.comb += took_out.eq(o_valid & o_ready & (fault == HarnessError.NONE))
-        out_mem = recorder("out", self.out_bits, self.out_count, took_out, o_payload)
-        out_cycle_mem = recorder("out_cycle", STAMP_BITS, self.out_count, took_out,
-                                 self.cycle[:STAMP_BITS])
+        m.d.comb += took_out.eq(handshake & (fault == HarnessError.NONE))
+        out_mem = self._recorder(m, "out", self.out_bits, self.out_count, took_out, o_payload)
+        out_cycle_mem = self._recorder(m, "out_cycle", STAMP_BITS, self.out_count, took_out,
+                                       self.cycle[:STAMP_BITS])
         with m.If(took_out):
-            m.d.sync += [self.out_count.eq(self.out_count + 1),
-                         frame_pos.eq(Mux(final, 0, frame_pos + 1))]
+            m.d.sync += self.out_count.eq(self.out_count + 1)
 
         drained = Signal(16)
         with m.If(running):
             m.d.sync += [self.cycle.eq(self.cycle + 1), idle.eq(idle + 1)]
-            with m.If(took_in | (o_valid & o_ready)):
+            with m.If(took_in | handshake):
                 m.d.sync += idle.eq(0)
             with m.If(fault != HarnessError.NONE):
                 m.d.sync += [self.done.eq(1), self.error.eq(fault),
@@ -295,6 +203,119 @@ class StreamHarness(wiring.Component):
             port = mem.read_port()
             m.d.comb += [port.addr.eq(self.rd_addr), out.eq(port.data)]
         return m
+
+    @property
+    def _bits(self) -> int:
+        """Bits of a word's position in a ring."""
+        return (self.depth - 1).bit_length()
+
+    def _row(self, count):
+        """The ring row of word ``count``."""
+        return count[(self.lanes - 1).bit_length():self._bits]
+
+    def _row_ends(self, count):
+        """Whether word ``count`` is the last of its row."""
+        return count[:(self.lanes - 1).bit_length()] == self.lanes - 1
+
+    def _clock_and_controls(self, m) -> SimpleNamespace:
+        """The clock, and the reset and control inputs registered: logic fed straight from
+        the top's inputs is evaluated by Verilator on every step (its input-combinational
+        region), and with the design behind i_valid and o_ready that was most of the run
+        time (the reset alone a fifth). They are registered in a domain without reset."""
+        m.domains.sync = domain = ClockDomain("sync")
+        m.domains.inputs = inputs = ClockDomain("inputs", reset_less=True)
+        m.submodules.clock = Instance(CLOCK_MODULE, o_clk=domain.clk)
+        reset = Signal(init=1)
+        m.d.inputs += reset.eq(self.reset)
+        m.d.comb += [inputs.clk.eq(domain.clk), domain.rst.eq(reset),
+                     self.clock.eq(domain.clk)]
+        cfg = SimpleNamespace()
+        for name in ("start", "n_in", "n_out", "words_out", "p_in", "p_out", "seed",
+                     "idle_timeout", "drain"):
+            port = getattr(self, name)
+            register = Signal.like(port, name=f"cfg_{name}")
+            m.d.inputs += register.eq(port)
+            setattr(cfg, name, register)
+        return cfg
+
+    @staticmethod
+    def _generators(m, cfg, running):
+        """Two random streams, seeded until start and stepped each running cycle: whether
+        an input gap starts or goes on, and whether ``ready`` is up this cycle."""
+        rng_in, rng_out = Signal(32), Signal(32)
+        with m.If(~cfg.start):
+            m.d.sync += [rng_in.eq(_nonzero_seed(cfg.seed)),
+                         rng_out.eq(_nonzero_seed(cfg.seed ^ _XORSHIFT_SEED_MIX))]
+        with m.Elif(running):
+            m.d.sync += [rng_in.eq(_xorshift32(rng_in)), rng_out.eq(_xorshift32(rng_out))]
+        draw_gap, draw_ready = Signal(), Signal()
+        m.d.comb += [draw_gap.eq(rng_in[16:] < cfg.p_in),
+                     draw_ready.eq(rng_out[16:] >= cfg.p_out)]
+        return draw_gap, draw_ready
+
+    def _feed(self, m, cfg, running, draw_gap, i_payload, i_valid, i_ready):
+        """The input side; returns the handshake. The current row sits in a register and
+        shifts out a word per handshake; the memory reads the next row meanwhile (rows of
+        at least two words leave it the cycle it needs). Before start, row 0 is loaded."""
+        in_mem = Memory(shape=self.in_bits * self.lanes, depth=self.depth // self.lanes,
+                        init=[])
+        m.submodules.in_mem = in_mem
+        in_row = Signal(self.in_bits * self.lanes)
+        gap = Signal()
+        next_row = in_mem.read_port()
+        m.d.comb += [next_row.addr.eq(Mux(cfg.start, self._row(self.in_count) + 1, 0)),
+                     # Every payload bit flips as the run starts: Icarus then runs each
+                     # combinational process of the design that reads it at least once
+                     # (see qloom.sim.rtl_check).
+                     i_payload.eq(Mux(cfg.start, in_row[:self.in_bits],
+                                      ~in_row[:self.in_bits])),
+                     i_valid.eq(running & (self.in_count < cfg.n_in) & ~gap)]
+        took_in = Signal()
+        m.d.comb += took_in.eq(i_valid & i_ready)
+        with m.If(~cfg.start):
+            m.d.sync += in_row.eq(next_row.data)
+        with m.Elif(took_in):
+            m.d.sync += [self.in_count.eq(self.in_count + 1), gap.eq(draw_gap),
+                         in_row.eq(Mux(self._row_ends(self.in_count), next_row.data,
+                                       in_row >> self.in_bits))]
+        with m.Elif(running & gap):
+            m.d.sync += gap.eq(draw_gap)
+        return took_in
+
+    def _check(self, m, cfg, running, handshake, last, idle):
+        """The fault this cycle (HarnessError), from the output word's ``last`` flag, its
+        position in the frame and the idle count. Whole assignments, no `If`: see
+        qloom.sim.rtl_check (Icarus leaves a process that no input has woken at X)."""
+        frame_pos = Signal(COUNT_BITS)
+        final = frame_pos == cfg.words_out - 1
+        fault = Signal(3)
+        m.d.comb += fault.eq(
+            Mux(handshake,
+                Mux(self.out_count >= cfg.n_out, HarnessError.EXTRA_WORD,
+                    Mux(last & ~final, HarnessError.LAST_EARLY,
+                        Mux(~last & final, HarnessError.LAST_MISSING, HarnessError.NONE))),
+                Mux(running & (idle >= cfg.idle_timeout), HarnessError.TIMEOUT,
+                    HarnessError.NONE)))
+        with m.If(handshake & (fault == HarnessError.NONE)):
+            m.d.sync += frame_pos.eq(Mux(final, 0, frame_pos + 1))
+        return fault
+
+    def _recorder(self, m, name, width, count, took, value):
+        """A ring of records: words and stamps shift into a row register from the top, so
+        that a full row holds its first word in lane 0; full rows go to memory whole (a
+        memory with a write enable per lane cost twice the design's own run time)."""
+        lanes = self.lanes
+        mem = Memory(shape=width * lanes, depth=self.depth // lanes, init=[])
+        m.submodules[f"{name}_mem"] = mem
+        shifted = Signal(width * lanes, name=f"{name}_next")
+        register = Signal(width * lanes, name=f"{name}_row")
+        m.d.comb += shifted.eq(Cat(register[width:], value))
+        write = mem.write_port()
+        m.d.comb += [write.addr.eq(self._row(count)), write.data.eq(shifted),
+                     write.en.eq(took & self._row_ends(count))]
+        with m.If(took):
+            m.d.sync += register.eq(shifted)
+        return mem
 
 
 # One `initial begin mem[k] = ...; ... end` block per memory, a line per word.

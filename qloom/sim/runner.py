@@ -233,55 +233,6 @@ def _measure(in_cycles, out_cycles) -> tuple[int, float | None]:
     return latency, float(ends[-1] - ends[half]) / (len(ends) - 1 - half)
 
 
-# Bits per row of the harness's memories at most: a VPI call moves a row, but the
-# simulator also shifts the row registers every cycle, which costs Icarus far more than
-# Verilator (TFC-w1a1 on Icarus: 1,700 cycles/s with 1024-bit rows).
-_HARNESS_ROW_BITS = {Simulator.ICARUS: 128, Simulator.VERILATOR: 1024}
-# Rows per ring memory: the conversion of a memory through Amaranth takes time in
-# proportion to its depth (a 1024-row ring took 25 s), so the ring grows by its width.
-_HARNESS_ROWS = 64
-
-
-def _write_harness(path: Path, manifest: dict, simulator: Simulator) -> dict:
-    """Write the harness for the manifest's ports, and its clock, to ``path`` unless the
-    file there was made for the same ports by the same generator (its first line says
-    so); returns its parameters."""
-    from . import harness as generator
-    from .harness import STAMP_BITS, StreamHarness, clock_verilog, harness_verilog
-    in_bits, out_bits = manifest["input"]["payload_bits"], manifest["output"]["payload_bits"]
-    lanes = 2
-    while 2 * lanes * max(in_bits, out_bits, STAMP_BITS) <= _HARNESS_ROW_BITS[simulator]:
-        lanes *= 2
-    params = {"top": manifest["top"], "in_bits": in_bits, "out_bits": out_bits,
-              "out_last_bit": manifest["output"]["last_bit"], "depth": _HARNESS_ROWS * lanes,
-              "lanes": lanes, "clock_period_ps": _clock_period_ps(manifest)}
-    source = hashlib.sha256(Path(generator.__file__).read_bytes()).hexdigest()[:16]
-    header = f"// qloom stream harness {source} {json.dumps(params, sort_keys=True)}\n"
-    if path.is_file():
-        with path.open() as f:
-            if f.readline() == header:
-                return params
-    path.write_text(header + harness_verilog(StreamHarness(**params))
-                    + clock_verilog(params["clock_period_ps"]))
-    return params
-
-
-# Verilator: only the harness is visible to cocotb, and only its inputs and input ring
-# writable. --public-flat-rw, which cocotb's runner passes, makes every signal of the
-# design writable through VPI, so Verilator evaluates all logic behind them on every step
-# as if it were fed by inputs: several times slower here.
-_VERILATOR_WRITABLE = ("reset", "start", "n_in", "n_out", "words_out", "p_in", "p_out",
-                       "seed", "idle_timeout", "drain", "rd_addr", "in_mem")
-_VERILATOR_READABLE = ("clock", "done", "error", "error_cycle", "cycle", "in_count",
-                       "out_count", "in_half", "out_half", "in_cycle_mem", "out_mem",
-                       "out_cycle_mem", "in_cycle_row", "out_row", "out_cycle_row")
-_VERILATOR_CONFIG = "`verilator_config\n" + "".join(
-    f'{access} -module "qloom_harness" -var "{name}"\n'
-    for access, names in (("public_flat_rw", _VERILATOR_WRITABLE),
-                          ("public_flat_rd", _VERILATOR_READABLE))
-    for name in names)
-
-
 def _build_key(sources: list[Path], simulator: Simulator, options: dict, waves: bool) -> str:
     """Everything a simulator build depends on, hashed: the sources, the build options and
     the tools' versions."""
@@ -320,6 +271,37 @@ def _build(runner, sources, top, build_dir: Path, simulator: Simulator, waves: b
                         f"({build_log}):\n{_log_tail(build_log)}") from None
     key_file.write_text(key)
     return time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What one bench needs from the simulator: what to build, its top, the cocotb test
+    module, the build options, files hashed into the build key, and job entries."""
+
+    sources: list
+    top: str
+    test_module: str
+    options: dict
+    config_files: list
+    job: dict
+
+
+def _bench_setup(bench: Bench, simulator: Simulator, manifest: dict, sources: list,
+                 build_dir: Path) -> _Setup:
+    verilator = simulator is Simulator.VERILATOR
+    options = ({"build_args": ["-Wno-fatal"]} if verilator
+               else {"timescale": ("1ns", "1ps"), "always": True})
+    if bench is Bench.PYTHON:
+        return _Setup(sources, manifest["top"], "qloom.sim.tb_stream", options, [], {})
+    from .harness_files import TOP, write_harness_files
+    files = write_harness_files(build_dir, manifest, verilator=verilator,
+                                clock_period_ps=_clock_period_ps(manifest))
+    if verilator:
+        options = {"build_args": [*options["build_args"], *files.verilator_args],
+                   "timescale": ("1ns", "1ps")}
+    job = {k: files.params[k] for k in ("depth", "lanes", "in_bits", "out_bits")}
+    return _Setup([*sources, files.source], TOP, "qloom.sim.tb_harness", options,
+                  files.config_files, job)
 
 
 def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
@@ -361,26 +343,7 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
     build_dir = Path(build_dir or out_dir / "sim" / f"build_{simulator.value}{suffix}").resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
 
-    top = manifest["top"]
-    options = ({"timescale": ("1ns", "1ps"), "always": True} if simulator is Simulator.ICARUS
-               else {"build_args": ["-Wno-fatal"]})
-    harness_params, config_files = {}, []
-    if bench is Bench.HARNESS:
-        harness = build_dir / "qloom_harness.v"
-        harness_params = _write_harness(harness, manifest, simulator)
-        sources = [*sources, harness]
-        if simulator is Simulator.VERILATOR:
-            config = build_dir / "public.vlt"
-            config.write_text(_VERILATOR_CONFIG)
-            config_files.append(config)
-            # A control file among the sources trips the runner's language check.
-            options["build_args"] = [*options["build_args"], "--no-public-flat-rw",
-                                     "--timing", str(config)]
-            options["timescale"] = ("1ns", "1ps")
-        top, test_module = "qloom_harness", "qloom.sim.tb_harness"
-    else:
-        test_module = "qloom.sim.tb_stream"
-
+    setup = _bench_setup(bench, simulator, manifest, sources, build_dir)
     files = {name: build_dir / f"tb_{name}" for name in
              ("inputs.txt", "job.json", "result.json", "progress.txt")}
     files["inputs.txt"].write_text("".join(f"{int(x):x}\n" for x in payloads.flat))
@@ -393,20 +356,19 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
            "backpressure": float(backpressure), "seed": int(seed),
            "idle_timeout": idle_timeout or _idle_timeout(manifest, backpressure),
            "drain_cycles": _DRAIN_CYCLES, "clock_period_ps": _clock_period_ps(manifest),
-           **{k: harness_params[k] for k in ("depth", "lanes", "in_bits", "out_bits")
-              if k in harness_params}}
+           **setup.job}
     files["job.json"].write_text(json.dumps(job))
 
     sim_log = build_dir / "sim.log"
     with _environment(_tool_env(simulator)):
         from cocotb_tools.runner import get_runner
         runner = get_runner(simulator.value)
-        build_seconds = _build(runner, sources, top, build_dir, simulator, waves, options,
-                               config_files, label=manifest["top"])
+        build_seconds = _build(runner, setup.sources, setup.top, build_dir, simulator, waves,
+                               setup.options, setup.config_files, label=manifest["top"])
         start = time.perf_counter()
         with _ProgressBar(files["progress.txt"], frames, progress):
             try:
-                runner.test(test_module=test_module, hdl_toplevel=top,
+                runner.test(test_module=setup.test_module, hdl_toplevel=setup.top,
                             hdl_toplevel_lang="verilog", parameters={},
                             build_dir=build_dir, test_dir=build_dir, waves=waves,
                             extra_env={JOB_ENV: str(files["job.json"])},
@@ -415,7 +377,7 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
                 pass   # judged from the bench's result file below
         run_seconds = time.perf_counter() - start
     run = _collect(files["result.json"], sim_log, manifest, frames, simulator, waves,
-                   build_dir, top)
+                   build_dir, setup.top)
     return dataclasses.replace(run, build_seconds=round(build_seconds, 3),
                                run_seconds=round(run_seconds, 3), bench=bench)
 

@@ -1,0 +1,86 @@
+"""The files a simulator build of the stream harness needs, beside the design's RTL: the
+harness's Verilog (with its clock), generated once per port shape, and Verilator's
+control file making only the harness visible to cocotb."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import harness as generator
+from .harness import STAMP_BITS, StreamHarness, clock_verilog, harness_verilog
+
+__all__ = ["HarnessFiles", "write_harness_files"]
+
+TOP = "qloom_harness"
+
+# Bits per row of the harness's memories at most: a VPI call moves a row, but the
+# simulator also shifts the row registers every cycle, which costs Icarus far more than
+# Verilator (TFC-w1a1 on Icarus: 1,700 cycles/s with 1024-bit rows).
+_ROW_BITS = {False: 128, True: 1024}        # by "is Verilator"
+# Rows per ring memory: the conversion of a memory through Amaranth takes time in
+# proportion to its depth (a 1024-row ring took 25 s), so the ring grows by its width.
+_ROWS = 64
+
+# Verilator: only the harness is visible to cocotb, and only its inputs and input ring
+# writable. --public-flat-rw, which cocotb's runner passes, makes every signal of the
+# design writable through VPI, so Verilator evaluates all logic behind them on every step
+# as if it were fed by inputs: several times slower here.
+_WRITABLE = ("reset", "start", "n_in", "n_out", "words_out", "p_in", "p_out", "seed",
+             "idle_timeout", "drain", "rd_addr", "in_mem")
+_READABLE = ("clock", "done", "error", "error_cycle", "cycle", "in_count", "out_count",
+             "in_half", "out_half", "in_cycle_mem", "out_mem", "out_cycle_mem",
+             "in_cycle_row", "out_row", "out_cycle_row")
+_VERILATOR_CONFIG = "`verilator_config\n" + "".join(
+    f'{access} -module "{TOP}" -var "{name}"\n'
+    for access, names in (("public_flat_rw", _WRITABLE), ("public_flat_rd", _READABLE))
+    for name in names)
+
+
+@dataclass(frozen=True)
+class HarnessFiles:
+    """``source``: the harness's Verilog; ``params``: the StreamHarness parameters it was
+    made with; ``verilator_args`` and ``config_files``: what a Verilator build adds."""
+
+    source: Path
+    params: dict
+    verilator_args: list = field(default_factory=list)
+    config_files: list = field(default_factory=list)
+
+
+def _params(manifest: dict, verilator: bool, clock_period_ps: int) -> dict:
+    in_bits, out_bits = manifest["input"]["payload_bits"], manifest["output"]["payload_bits"]
+    lanes = 2
+    while 2 * lanes * max(in_bits, out_bits, STAMP_BITS) <= _ROW_BITS[verilator]:
+        lanes *= 2
+    return {"top": manifest["top"], "in_bits": in_bits, "out_bits": out_bits,
+            "out_last_bit": manifest["output"]["last_bit"], "depth": _ROWS * lanes,
+            "lanes": lanes, "clock_period_ps": clock_period_ps}
+
+
+def write_harness_files(build_dir: Path, manifest: dict, *, verilator: bool,
+                        clock_period_ps: int) -> HarnessFiles:
+    """Write the harness for the manifest's ports into ``build_dir``, unless the file there
+    was made for the same ports by the same generator (its first line says so), and for
+    Verilator its control file."""
+    params = _params(manifest, verilator, clock_period_ps)
+    source = build_dir / f"{TOP}.v"
+    digest = hashlib.sha256(Path(generator.__file__).read_bytes()).hexdigest()[:16]
+    header = f"// qloom stream harness {digest} {json.dumps(params, sort_keys=True)}\n"
+    fresh = False
+    if source.is_file():
+        with source.open() as f:
+            fresh = f.readline() == header
+    if not fresh:
+        source.write_text(header + harness_verilog(StreamHarness(**params), name=TOP)
+                          + clock_verilog(clock_period_ps))
+    if not verilator:
+        return HarnessFiles(source, params)
+    config = build_dir / "public.vlt"
+    config.write_text(_VERILATOR_CONFIG)
+    # The control file goes in as an argument: among the sources it trips the cocotb
+    # runner's language check.
+    return HarnessFiles(source, params, ["--no-public-flat-rw", "--timing", str(config)],
+                        [config])
