@@ -1,0 +1,146 @@
+"""One sweep point in a process of its own: compile -> simulate -> build with qloom's own
+Python steps, into ``POINT/design``, and its outcome as JSON.
+
+``python -m qloom.flows.sweep_point REQUEST.json OUTCOME.json --parent PID`` is started
+by the point's Ray task (``sweep_task``). A process per point keeps the tools' output in
+the point's log without swapping a shared worker's streams, and lets the task end the
+whole point (simulators, Yosys, nextpnr) when the task itself is killed: the process asks
+the kernel for SIGTERM when its parent dies, and on SIGTERM kills its process group.
+
+The outcome says ``ok`` or ``failed``; a failure whose cause may pass (a tool failed, a
+bug, a crash) is marked ``retry``, one the inputs decide (the design does not fit, a bad
+fold file) is not: running it again would give the same answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from ..errors import InternalError, QloomError, ToolError
+
+__all__ = ["run_point", "main"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int):
+    """SIGTERM when the Ray worker that started us dies (a killed node, a cancelled task),
+    and SIGTERM ends the process group: the point's tools go with it. Linux only; elsewhere
+    the point may outlive a killed worker, and that is all."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (AttributeError, OSError):
+        pass
+    if os.getppid() != parent:          # the parent died before prctl took effect
+        sys.exit(143)
+
+    def end_group(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    signal.signal(signal.SIGTERM, end_group)
+
+
+def _compile_part(report: dict) -> dict:
+    return {k: report.get(k) for k in ("clock_mhz", "folding", "bottleneck", "ideal_ii_cycles",
+                                       "fps_at_clock", "resources", "board", "step_seconds")}
+
+
+def _build_part(report: dict) -> dict:
+    keep = ("board", "device", "target_mhz", "fmax_mhz", "timing_met", "measured", "estimated",
+            "estimate_error", "estimated_logic_cells", "bitstream")
+    return {k: report.get(k) for k in keep}
+
+
+def run_point(request: dict, folder: Path, log=print) -> dict:
+    """Compile, simulate and (unless ``build`` is false) build the point; returns the
+    measurements. Raises what the steps raise."""
+    from ..nn.dtypes import parse_dtype
+    from .build import build_board
+    from .compile import compile_model
+    from .simulate import simulate
+
+    design = folder / "design"
+    options = dict(request.get("load_options") or {})
+    if "input_type" in options:
+        options["input_type"] = parse_dtype(options["input_type"])
+    seconds, out = {}, {}
+
+    t0 = time.perf_counter()
+    log(f"[sweep] compile {request['model']} for {request['board']}, folding "
+        f"{request['folding']}")
+    compiled = compile_model(request["model"], design, board=request["board"],
+                             clock_mhz=request.get("clock_mhz"),
+                             target_fps=request.get("target_fps"), fold=request.get("fold"),
+                             load_options=options,
+                             progress=lambda msg: log(f"[sweep] compile: {msg}"))
+    seconds["compile"] = round(time.perf_counter() - t0, 3)
+    out["compile"] = _compile_part(compiled.report)
+
+    t0 = time.perf_counter()
+    log(f"[sweep] simulate {request['frames']} random frames on {request['simulator']}")
+    sim = simulate(design, random=request["frames"], simulator=request["simulator"],
+                   seed=request.get("seed", 0), progress=False, network=compiled.network)
+    seconds["simulate"] = round(time.perf_counter() - t0, 3)
+    out["simulate"] = sim
+    if sim["mismatches"]:
+        raise InternalError(f"simulation: {sim['mismatches']} of {sim['frames']} frames differ "
+                            f"from the reference (first: {sim['first_mismatch']}); this is a "
+                            f"bug in qloom")
+
+    if request.get("build", True):
+        t0 = time.perf_counter()
+        log(f"[sweep] build for {request['board']}")
+        built = build_board(design, retry=request.get("timing_retry", True))
+        seconds["build"] = round(time.perf_counter() - t0, 3)
+        out["build"] = _build_part(built.report)
+    out["seconds"] = seconds
+    return out
+
+
+def _write_json(path: Path, value):
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m qloom.flows.sweep_point")
+    p.add_argument("request", type=Path)
+    p.add_argument("outcome", type=Path)
+    p.add_argument("--parent", type=int, required=True)
+    args = p.parse_args(argv)
+    _die_with_parent(args.parent)
+    request = json.loads(args.request.read_text())
+    start = time.perf_counter()
+    try:
+        outcome = {"status": "ok", "error": None, "error_type": None, "retry": False,
+                   **run_point(request, args.request.parent,
+                               log=lambda msg: print(msg, flush=True))}
+    except QloomError as e:
+        # Tool failures and qloom bugs may pass (memory, a flaky tool); the rest is final.
+        retry = isinstance(e, (ToolError, InternalError))
+        if isinstance(e, InternalError):
+            traceback.print_exc()
+        outcome = {"status": "failed", "error": str(e), "error_type": type(e).__name__,
+                   "retry": retry}
+    except Exception as e:            # a bug outside qloom's errors: keep the traceback
+        traceback.print_exc()
+        outcome = {"status": "failed", "error": f"{type(e).__name__}: {e}",
+                   "error_type": type(e).__name__, "retry": True}
+    outcome["wall_seconds"] = round(time.perf_counter() - start, 3)
+    print(f"[sweep] {outcome['status']}"
+          + (f": {outcome['error']}" if outcome["error"] else ""), flush=True)
+    _write_json(args.outcome, outcome)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
