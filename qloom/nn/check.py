@@ -135,13 +135,15 @@ def compare_with_qonnx(model, net: Network, x, *, rtol: float = 1e-5,
         first = None
         for tensor, onnx_name in pairs:
             info = net.tensors[tensor]
-            ours = _to_onnx_layout((ints[tensor][i:i + 1] * info.scale).astype(np.float32))
+            to_onnx = net.onnx_layouts.get(tensor, _to_onnx_layout)
+            ours = to_onnx(((ints[tensor][i:i + 1] - info.zero_point) * info.scale)
+                           .astype(np.float32))
             theirs = np.asarray(ctx[onnx_name], dtype=np.float32).reshape(ours.shape)
             bad = ours != theirs
             if bad.any():
                 node = producers[onnx_name]
-                scale = _to_onnx_layout(np.broadcast_to(info.scale, ints[tensor].shape[1:])
-                                        [None]).reshape(ours.shape)
+                scale = to_onnx(np.broadcast_to(info.scale, ints[tensor].shape[1:])
+                                [None]).reshape(ours.shape)
                 comparable = np.shape(ctx[node.input[0]]) == ours.shape
                 dist = _boundary_distance(node, ctx, scale)[bad] if comparable else None
                 tie = dist is not None and bool(np.all(dist <= tie_rel))

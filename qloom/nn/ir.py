@@ -8,9 +8,11 @@ Conventions (the contract with ``qloom.hw`` and ``qloom.flows``):
 
 - ``Dense``: ``weights[MH, MW]`` (output channel, input element). Applied to the last axis,
   so a ``[N, H, W, MW]`` input is a per-pixel dense layer. Output is the exact accumulator.
-- ``Conv``: ``weights[OC, KH, KW, IC/groups]``; input ``[N, H, W, IC]`` zero-padded by
-  ``pads`` (top, left, bottom, right); windows are read in (kh, kw, c) order, which is the
-  order the sliding window generator emits them in.
+- ``Conv``: ``weights[OC, KH, KW, IC/groups]``; input ``[N, H, W, IC]`` padded by
+  ``pads`` (top, left, bottom, right) with ``pad_value`` (0, or the zero point of an
+  asymmetric input: the value that means float 0); windows are read in (kh, kw, c) order,
+  which is the order the sliding window generator emits them in. Grouped (depthwise)
+  convolutions: output channel ``o`` reads input channels of group ``o // (OC/groups)``.
 - ``MultiThreshold``: per channel ``c`` of the last axis,
   ``code = bias[c] + sign[c] * #{k : x >= thresholds[c, k]}`` and the output value is
   ``out_type.decode(code)`` (for bipolar outputs code 0 is -1, code 1 is +1).
@@ -25,7 +27,11 @@ Conventions (the contract with ``qloom.hw`` and ``qloom.flows``):
   computed here: it lives in the output tensor's scale and the next quantizer's thresholds
   (or shift) absorb it, so the integer result stays exact.
 - ``Add``: exact elementwise sum of two tensors of one shape.
-- ``Flatten``: ``[N, H, W, C]`` -> ``[N, H*W*C]``; free in hardware (stream order is unchanged).
+- ``IntMul``: every element times a positive integer ``factor`` (aligns a residual branch
+  to the other branch's finer scale: ``s_a = factor * s_b``).
+- ``Concat``: the inputs' channels one after the other (last axis); the other axes agree.
+- ``Flatten``: ``[N, H, W, C]`` -> ``[N, H*W*C]``, or any reshape to ``shape`` that keeps
+  the elements in order; free in hardware (stream order is unchanged).
 """
 
 from __future__ import annotations
@@ -40,20 +46,22 @@ from ..errors import QloomError
 from .dtypes import DataType, smallest_type
 
 __all__ = ["TensorInfo", "Layer", "Dense", "Conv", "MultiThreshold", "Requant", "Rounding",
-           "MaxPool", "AvgPool", "Add", "Flatten", "Network", "im2col", "round_shift",
+           "MaxPool", "AvgPool", "Add", "IntMul", "Concat", "Flatten", "Network", "im2col", "round_shift",
            "window_sum_type"]
 
 
 @dataclass(frozen=True, eq=False)
 class TensorInfo:
     """An integer tensor: shape without the batch dimension, datatype, and the float scale
-    (scalar or per last-axis channel) that maps its integer value to the model's float
-    value: ``float = value * scale``."""
+    (scalar or per last-axis channel) and integer zero point that map its integer value to
+    the model's float value: ``float = (value - zero_point) * scale`` (a zero point comes
+    from an asymmetric quantizer; accumulators carry it in their offsets instead)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: DataType
     scale: np.ndarray = field(default_factory=lambda: np.ones(1, dtype=np.float64))
+    zero_point: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,6 +150,7 @@ class Conv(Layer):
     stride: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
     groups: int = 1
+    pad_value: int = 0
 
     op = "Conv"
 
@@ -173,8 +182,13 @@ class Conv(Layer):
         lo, hi = self.acc_range(in_channels)
         return smallest_type(lo.min(), hi.max())
 
+    @property
+    def depthwise(self) -> bool:
+        """One input channel per group (MobileNet's and DS-CNN's depthwise convolutions)."""
+        return self.groups > 1 and self.weights.shape[3] == 1
+
     def execute(self, x):
-        cols = im2col(x, self.kernel, self.stride, self.pads)
+        cols = im2col(x, self.kernel, self.stride, self.pads, self.pad_value)
         return np.matmul(cols, self.dense_weights(x.shape[-1]).T)
 
     def macs(self, in_shapes, out_shape):
@@ -326,11 +340,31 @@ class Add(Layer):
 
 
 @dataclass(frozen=True, eq=False)
+class IntMul(Layer):
+    factor: int = 1
+
+    op = "IntMul"
+
+    def execute(self, x):
+        return x * self.factor
+
+
+@dataclass(frozen=True, eq=False)
+class Concat(Layer):
+    op = "Concat"
+
+    def execute(self, *xs):
+        return np.concatenate(xs, axis=-1)
+
+
+@dataclass(frozen=True, eq=False)
 class Flatten(Layer):
+    shape: tuple[int, ...] | None = None    # None: flatten to one axis
+
     op = "Flatten"
 
     def execute(self, x):
-        return x.reshape(x.shape[0], -1)
+        return x.reshape(x.shape[0], *(self.shape or (-1,)))
 
 
 @dataclass(eq=False)
@@ -357,8 +391,11 @@ class Network:
     tail_ops: tuple[str, ...] = ()
     input_scale: np.ndarray = None  # float input = (value - zero_point) * scale, where affine
     input_zero_point: np.ndarray = None
-    # integer tensor -> name of the quantized ONNX tensor holding value * scale, for checks
+    # integer tensor -> name of the quantized ONNX tensor holding (value - zero_point) *
+    # scale, for checks; and how to lay the IR tensor out as that ONNX tensor (a function
+    # of [N, ...] arrays; channels-last to NCHW for 4-D tensors when absent)
     onnx_names: dict[str, str] = field(default_factory=dict)
+    onnx_layouts: dict[str, Callable] = field(default_factory=dict)
 
     def layer(self, name: str) -> Layer:
         for layer in self.layers:
@@ -390,7 +427,8 @@ class Network:
         return env if all_tensors else env[self.output]
 
     def dequantize(self, y_int: np.ndarray) -> np.ndarray:
-        return (y_int * self.tensors[self.output].scale).astype(np.float32)
+        info = self.tensors[self.output]
+        return ((y_int - info.zero_point) * info.scale).astype(np.float32)
 
     def execute(self, x: np.ndarray) -> np.ndarray:
         """Float in, float out: identical in meaning to the original model."""

@@ -75,9 +75,18 @@ def test_weight_bit_width(graph):
         load(graph.model(_dense(graph, x, 8, 4, bits=20)))
 
 
-def test_activation_zero_point(graph):
-    x = graph.quant(graph.input([1, 8]), 1.0, 4, zero=1.0)
-    with pytest.raises(UnsupportedModelError, match=r"nonzero zero point"):
+def test_activation_zero_point_per_channel(graph):
+    x = graph.quant(graph.input([1, 8]), 1.0, 4, signed=False, zero=np.arange(8.0))
+    with pytest.raises(UnsupportedModelError, match=r"node 'Quant\d+': activation quantizer "
+                       r"with per-channel zero points .*one integer zero point per tensor"):
+        load(graph.model(_dense(graph, x, 8, 4)))
+
+
+def test_activation_zero_point_not_integer(graph):
+    x = graph.quant(graph.input([1, 8]), 1.0, 4, signed=False, zero=2.5)
+    with pytest.raises(UnsupportedModelError, match=r"node 'Quant\d+': activation quantizer "
+                       r"with zero point 2.5: qloom supports an integer zero point inside "
+                       r"the UINT4 range \[0, 15\]"):
         load(graph.model(_dense(graph, x, 8, 4)))
 
 
@@ -92,8 +101,10 @@ def test_non_monotone_chain(graph):
 def test_different_scales_in_residual_add(graph):
     x = graph.quant(graph.input([1, 8]), 1.0, 4)
     a = graph.quant(_dense(graph, x, 8, 4), 0.5, 4)
-    b = graph.quant(_dense(graph, x, 8, 4, seed=1), 0.25, 4)
-    with pytest.raises(UnsupportedModelError, match=r"Add of tensors with different scales"):
+    b = graph.quant(_dense(graph, x, 8, 4, seed=1), 0.3, 4)
+    with pytest.raises(UnsupportedModelError, match=r"node 'Add\d+': Add of tensors with "
+                       r"scales \[0.5\] and \[0.3\d*\] \(ratio 1.66667\): no exact integer "
+                       r"alignment exists"):
         load(graph.model(graph.node("Add", [a, b])))
 
 

@@ -69,7 +69,7 @@ def lower_avgpool(state, node, src: Int) -> Int:
     """The ``AvgPool`` layer of ``node`` reading the integer tensor ``src``; ``state`` is the
     lowering's ``LayerBuilders`` (tensors, ranges, layers, shapes)."""
     in_shape = state.shape_of(node.input[0])
-    if src.layout.kind != "nchw" or len(in_shape) != 4:
+    if not src.layout.is_nchw or len(in_shape) != 4:
         raise UnsupportedModelError(
             f"{node.op_type} on a tensor of shape {list(in_shape)}: only [N, C, H, W] "
             f"tensors are pooled", node.name)

@@ -13,7 +13,8 @@ from .. import ir
 from ..dtypes import BIPOLAR, DataType, int_type, smallest_type
 from ..thresholds import FloatFunction
 from .quantizers import quantized_constant
-from .values import NCHW, PLAIN, FloatChain, Int, Layout, Prefix
+from .values import (NCHW, PLAIN, FloatChain, Int, Layout, Prefix, flat_layout,
+                     image_layout)
 from .attrs import node_attr
 
 __all__ = ["LayerBuilders", "FixedPointInputWarning", "DEFAULT_INPUT_TYPE",
@@ -38,6 +39,52 @@ def _annotation_type(name: str) -> DataType | None:
     return {"BINARY": DataType(1, False)}.get(name)
 
 
+def conv_pads(node, in_hw, kernel, stride) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) of a Conv: its ``pads``, or what ``auto_pad`` means
+    (SAME_UPPER puts the odd pixel at the bottom/right, as TensorFlow's "same" does)."""
+    auto = node_attr(node, "auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto == "NOTSET":
+        pads = tuple(node_attr(node, "pads", [0, 0, 0, 0]))
+        return (pads[0], pads[1], pads[2], pads[3])
+    if auto == "VALID":
+        return (0, 0, 0, 0)
+    before, after = [], []
+    for size, k, s in zip(in_hw, kernel, stride):
+        total = max((-(-size // s) - 1) * s + k - size, 0)
+        small = total // 2
+        before.append(small if auto == "SAME_UPPER" else total - small)
+        after.append(total - before[-1])
+    return (before[0], before[1], after[0], after[1])
+
+
+def _find_layout(onnx_shape, order, dims) -> Layout | None:
+    """The layout of a tensor of ``onnx_shape`` whose IR holds the ONNX elements ``order``
+    (None if no layout does): an image layout for 4-D tensors, plain or a flattened image
+    (of ONNX image ``dims``) for 2-D ones, plain otherwise."""
+    import itertools
+    rank = len(onnx_shape)
+    candidates = [PLAIN] if rank != 4 else []
+    if rank == 4:
+        candidates += [image_layout(p) for p in itertools.permutations(range(3))]
+    if rank == 2 and dims and int(np.prod(dims)) == onnx_shape[1]:
+        candidates += [flat_layout(p, dims) for p in itertools.permutations(range(3))]
+    for layout in candidates:
+        if np.array_equal(layout.order(onnx_shape), order):
+            return layout
+    return None
+
+
+def _regroup(values, old_shape, new_shape):
+    """Per-channel ``values`` of a tensor of IR shape ``old_shape`` as per-channel values of
+    the same elements in ``new_shape``; None when one new channel would mix values."""
+    values = np.asarray(values)
+    if values.size == 1:
+        return values.reshape(1)
+    full = np.broadcast_to(values, tuple(old_shape)).reshape(-1, new_shape[-1])
+    return full[0].copy() if np.all(full == full[:1]) else None
+
+
 class LayerBuilders:
     def __init__(self, model, consts, *, input_type, input_scale, warn):
         self.model = model
@@ -53,6 +100,8 @@ class LayerBuilders:
         self.layers: list[ir.Layer] = []
         self.onnx_names: dict[str, str] = {}
         self.input = None
+        self.input_layout = None
+        self.onnx_layouts: dict = {}
         self.quantize = None
         self.prefix_ops: tuple[str, ...] = ()
 
@@ -62,23 +111,27 @@ class LayerBuilders:
             raise UnsupportedModelError("tensor shape unknown after shape inference", name)
         return list(shape)
 
-    def ir_shape(self, onnx_name) -> tuple[int, ...]:
-        shape = self.shape_of(onnx_name)[1:]
-        return tuple(shape[1:] + shape[:1]) if len(shape) == 3 else tuple(shape)
+    def ir_shape(self, onnx_name, layout: Layout | None = None) -> tuple[int, ...]:
+        shape = self.shape_of(onnx_name)
+        if layout is None:
+            layout = NCHW if len(shape) == 4 else PLAIN
+        return layout.ir_shape(shape)
 
-    def new_tensor(self, name, shape, dtype, scale, lo, hi):
+    def new_tensor(self, name, shape, dtype, scale, lo, hi, zero_point: int = 0):
         if len(shape) == 0:
             raise UnsupportedModelError("the tensor has no dimension besides the batch (qloom "
                                         "needs [batch, features...] or [batch, C, H, W])", name)
         channels = shape[-1]
         self.tensors[name] = ir.TensorInfo(name, tuple(shape), dtype,
-                                           np.asarray(scale, dtype=np.float64).ravel())
+                                           np.asarray(scale, dtype=np.float64).ravel(),
+                                           int(zero_point))
         self.ranges[name] = (np.broadcast_to(np.asarray(lo, np.int64), (channels,)).copy(),
                              np.broadcast_to(np.asarray(hi, np.int64), (channels,)).copy())
         return name
 
-    def channel_scale(self, scale, node_name):
-        """A quantizer's scale as one value or one per channel of the IR tensor."""
+    def channel_scale(self, scale, node_name, axis: tuple[int, int] | None = None):
+        """A quantizer's scale as one value or one per channel of the IR tensor; ``axis``
+        (when given) is the ONNX tensor's rank and the axis that holds the IR's channels."""
         s = np.asarray(scale, dtype=np.float64)
         if s.size == 1:
             return s.reshape(1)
@@ -86,6 +139,14 @@ class LayerBuilders:
         if squeezed.ndim != 1:
             raise UnsupportedModelError("only per-tensor or per-channel scales are supported",
                                         node_name)
+        if axis is not None:
+            rank, channel_axis = axis
+            along = rank - s.ndim + [i for i, d in enumerate(s.shape) if d != 1][0]
+            if along != channel_axis:
+                raise UnsupportedModelError(
+                    f"a per-channel scale along axis {along} of a tensor whose channels are "
+                    f"on axis {channel_axis}: qloom quantizes per channel of the channel "
+                    f"axis only", node_name)
         return squeezed
 
     # ---- the input ------------------------------------------------------------------
@@ -100,13 +161,19 @@ class LayerBuilders:
         fn = FloatFunction(prefix.nodes + [node], self.consts, self.graph_input,
                            node.output[0], self.shape_of, self.opsets)
         layout = NCHW if len(self.shape_of(node.output[0])) == 4 else PLAIN
-        name = self.new_tensor(node.output[0], self.ir_shape(node.output[0]), spec.dtype,
-                               self.channel_scale(spec.scale, node.name), spec.dtype.min,
-                               spec.dtype.max)
-        self.input, self.quantize = name, lambda x: layout.to_ir(spec.values(fn(x)))
+        self.input_layout = layout
+        scale = self.channel_scale(spec.scale, node.name)
+        name = self.new_tensor(node.output[0], self.ir_shape(node.output[0], layout),
+                               spec.dtype, scale, spec.dtype.min, spec.dtype.max,
+                               spec.zero_point)
+        # The host lays the input out; ``relayout_input`` may still change how (an NHWC
+        # input transposed to NCHW before its first layer), so read the layout per call.
+        self.input, self.quantize = name, \
+            lambda x: self.input_layout.to_ir(spec.values(fn(x)))
         self.prefix_ops = fn.op_types
         self.onnx_names[name] = node.output[0]
-        return Int(name, node.output[0], layout, np.zeros(1), True)
+        self.onnx_layouts[name] = layout.to_onnx
+        return Int(name, node.output[0], layout, -spec.zero_point * scale, True)
 
     def fixed_point_input(self, node, prefix: Prefix):
         """A linear layer reads the float input: quantize it onto a fixed-point grid and fold
@@ -149,6 +216,7 @@ class LayerBuilders:
                                 .astype(np.int64))
 
         self.input, self.quantize = name, quantize
+        self.input_layout = layout
         self.prefix_ops = tuple(n.op_type for n in prefix.nodes)
         return Int(name, tensor, layout, np.zeros(1), True)
 
@@ -169,28 +237,59 @@ class LayerBuilders:
             raise UnsupportedModelError(
                 f"unquantized float layer: the input of this {node.op_type} is not quantized; "
                 f"qloom needs a Quant/BipolarQuant between layers", node.name)
-        in_scale = np.unique(self.tensors[src.ir].scale)
-        if in_scale.size != 1:
-            raise UnsupportedModelError(
-                "the input of a linear layer must have one scale for all channels", node.name)
         ints, scale, w_type = quantized_constant(node.input[1], self.producers, self.consts,
                                                  self.annotations, node.name)
         self._check_linear_shapes(node, ints, src)
         build = self._dense if node.op_type == "MatMul" else self._conv
         layer, w_scale, ints_rowsum = build(node, src, ints, scale, w_type)
+        in_channels = self.tensors[src.ir].shape[-1]
+        in_scale = self._input_scale(node, layer, src)
         lo, hi = layer.acc_range() if isinstance(layer, ir.Dense) else \
-            layer.acc_range(self.tensors[src.ir].shape[-1])
-        out_scale = alpha * in_scale[0] * w_scale
-        offset = beta * w_scale * ints_rowsum
+            layer.acc_range(in_channels)
+        out_scale = alpha * in_scale * w_scale
+        offset = beta * w_scale * ints_rowsum + self._input_offset(layer, src, w_scale,
+                                                                   in_channels)
         if len(node.input) > 2 and node.input[2]:
             offset = offset + np.asarray(self.consts[node.input[2]], np.float64).ravel()
-        shape = self.ir_shape(node.output[0])
+        layout = NCHW if isinstance(layer, ir.Conv) else \
+            (src.layout if src.layout.kind == "image" else PLAIN)
+        shape = self.ir_shape(node.output[0], layout)
         dtype = layer.acc_type if isinstance(layer, ir.Dense) else \
-            layer.acc_type(self.tensors[src.ir].shape[-1])
+            layer.acc_type(in_channels)
         self.new_tensor(layer.output, shape, dtype, out_scale, lo, hi)
         self.layers.append(layer)
-        return Int(layer.output, node.output[0], PLAIN if isinstance(layer, ir.Dense)
-                   else NCHW, offset, False)
+        return Int(layer.output, node.output[0], layout, offset, False)
+
+    def _input_scale(self, node, layer, src) -> np.ndarray:
+        """The input's scale as the accumulator sees it, per output channel: one scale for
+        all channels, or (grouped and depthwise convolutions) one per group, which then
+        stays per output channel."""
+        scale = self.tensors[src.ir].scale
+        channels = self.tensors[src.ir].shape[-1]
+        if np.unique(scale).size == 1:
+            return np.asarray(scale[:1])
+        groups = layer.groups if isinstance(layer, ir.Conv) else 1
+        per_group = np.broadcast_to(scale, (channels,)).reshape(groups, -1)
+        if groups > 1 and np.all(per_group == per_group[:, :1]):
+            return np.repeat(per_group[:, 0], layer.out_channels // groups)
+        raise UnsupportedModelError(
+            f"the input of this {node.op_type} has one scale per channel "
+            f"({np.unique(scale).size} different) and the layer sums across channels"
+            f"{f' within its {groups} groups' if groups > 1 else ''}: no integer form is "
+            f"exact; qloom needs one input scale per tensor, or per group of a grouped "
+            f"(depthwise) convolution", node.name)
+
+    def _input_offset(self, layer, src: Int, w_scale, in_channels) -> np.ndarray:
+        """The accumulator offset of an input with an offset (an asymmetric quantizer's
+        zero point, ``float = (value - z) * scale``): the weights times the input offset.
+        A padded convolution pads with the value of float 0, the zero point itself."""
+        off = np.broadcast_to(np.asarray(src.offset, np.float64), (in_channels,))
+        if not np.any(off):
+            return np.zeros(1)
+        if isinstance(layer, ir.Dense):
+            return w_scale * (layer.weights @ off)
+        kh, kw = layer.kernel
+        return w_scale * (layer.dense_weights(in_channels) @ np.tile(off, kh * kw))
 
     def _check_linear_shapes(self, node, ints, src):
         """qonnx's shape inference leaves a layer whose shapes do not fit without a shape
@@ -219,33 +318,50 @@ class LayerBuilders:
         return flat[:, 0]
 
     def _dense(self, node, src, ints, scale, w_type):
-        if ints.ndim != 2 or len(self.shape_of(node.input[0])) != 2:
-            raise UnsupportedModelError("only 2D MatMul ([1, K] x [K, N]) is supported",
-                                        node.name)
-        weights = src.layout.to_ir(ints.T)
-        if src.layout.kind == "nchw":
-            raise UnsupportedModelError("MatMul on a 4D tensor is not supported", node.name)
+        rank = len(self.shape_of(node.input[0]))
+        if ints.ndim != 2 or (src.layout.kind == "image" and src.layout.perm != (0, 1, 2)):
+            raise UnsupportedModelError(
+                f"MatMul of an input {self.shape_of(node.input[0])} by weights "
+                f"{list(ints.shape)}: qloom maps MatMul with 2-D weights on the last axis of "
+                f"a [N, K], [N, ..., K] or channels-last [N, H, W, C] input", node.name)
+        weights = src.layout.to_ir(ints.T) if rank == 2 else ints.T
         layer = ir.Dense(name=node.name, inputs=(src.ir,), output=node.output[0],
                          weights=weights, w_type=w_type, in_type=self.tensors[src.ir].dtype)
         return layer, self._per_output(scale.T, node), weights.sum(axis=1).astype(np.float64)
 
     def _conv(self, node, src, ints, scale, w_type):
-        if src.layout.kind != "nchw" or ints.ndim != 4:
+        if not src.layout.is_nchw or ints.ndim != 4:
             raise UnsupportedModelError("only 2D convolutions on [N, C, H, W] are supported",
                                         node.name)
-        if node_attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or \
-                any(d != 1 for d in node_attr(node, "dilations", [1, 1])):
-            raise UnsupportedModelError("Conv with auto_pad or dilations is not supported",
-                                        node.name)
-        pads = tuple(node_attr(node, "pads", [0, 0, 0, 0]))
+        if any(d != 1 for d in node_attr(node, "dilations", [1, 1])):
+            raise UnsupportedModelError(
+                f"Conv with dilations {list(node_attr(node, 'dilations', []))} is not "
+                f"supported (only 1)", node.name)
+        stride = tuple(node_attr(node, "strides", [1, 1]))
+        pads = conv_pads(node, self.shape_of(node.input[0])[2:], ints.shape[2:], stride)
+        info = self.tensors[src.ir]
         layer = ir.Conv(name=node.name, inputs=(src.ir,), output=node.output[0],
                         weights=np.transpose(ints, (0, 2, 3, 1)).copy(), w_type=w_type,
-                        in_type=self.tensors[src.ir].dtype,
-                        stride=tuple(node_attr(node, "strides", [1, 1])),
-                        pads=(pads[0], pads[1], pads[2], pads[3]),
-                        groups=int(node_attr(node, "group", 1)))
+                        in_type=info.dtype, stride=stride, pads=pads,
+                        groups=int(node_attr(node, "group", 1)),
+                        pad_value=self._pad_value(node, src, any(pads)))
         rowsum = ints.reshape(ints.shape[0], -1).sum(axis=1).astype(np.float64)
         return layer, self._per_output(scale, node), rowsum
+
+    def _pad_value(self, node, src: Int, padded: bool) -> int:
+        """The value a padded convolution pads with: the one meaning float 0 (the input's
+        zero point; 0 without one)."""
+        info = self.tensors[src.ir]
+        off = np.broadcast_to(np.asarray(src.offset, np.float64), (info.shape[-1],))
+        if not padded or not np.any(off):
+            return 0
+        z = -off / np.broadcast_to(info.scale, off.shape)
+        if np.all(z == z[0]) and z[0] == round(z[0]) and info.dtype.min <= z[0] <= info.dtype.max:
+            return int(round(z[0]))
+        raise UnsupportedModelError(
+            f"padded Conv of an input with offsets {sorted(set(off.tolist()))[:4]}: float 0 "
+            f"is no {info.dtype} value, so no integer padding is exact (qloom pads with an "
+            f"asymmetric quantizer's one zero point)", node.name)
 
     # ---- exact integer ops ------------------------------------------------------------
     def on_add(self, node, data):
@@ -254,20 +370,100 @@ class LayerBuilders:
             raise UnsupportedModelError(
                 "Add of two tensors needs both to be quantized (or accumulators) with one "
                 "scale; a float residual cannot be integerized", node.name)
-        sa, sb = self.tensors[a.ir].scale, self.tensors[b.ir].scale
         if a.layout != b.layout or self.tensors[a.ir].shape != self.tensors[b.ir].shape:
             raise UnsupportedModelError("Add of tensors of different shapes", node.name)
-        if not np.array_equal(np.broadcast_to(sa, sb.shape), np.broadcast_to(sb, sa.shape)):
-            raise UnsupportedModelError(
-                f"Add of tensors with different scales ({sa.tolist()} and {sb.tolist()}) is "
-                f"not supported; residual branches need one shared scale", node.name)
-        layer = ir.Add(name=node.name, inputs=(a.ir, b.ir), output=node.output[0])
-        (la, ha), (lb, hb) = self.ranges[a.ir], self.ranges[b.ir]
+        a_ir, b_ir, scale = self._align(node, a, b)
+        layer = ir.Add(name=node.name, inputs=(a_ir, b_ir), output=node.output[0])
+        (la, ha), (lb, hb) = self.ranges[a_ir], self.ranges[b_ir]
         lo, hi = la + lb, ha + hb
         self.new_tensor(layer.output, self.tensors[a.ir].shape,
-                        smallest_type(lo.min(), hi.max()), sa, lo, hi)
+                        smallest_type(lo.min(), hi.max()), scale, lo, hi)
         self.layers.append(layer)
         return Int(layer.output, node.output[0], a.layout, a.offset + b.offset, False)
+
+    def _align(self, node, a: Int, b: Int):
+        """The two inputs of a residual Add on one integer grid: where one scale is an
+        integer multiple ``m`` of the other (powers of two with fixed-point quantizers),
+        the coarser branch is multiplied by ``m`` (an exact ``IntMul``), so that
+        ``va * sa + vb * sb == (m * va + vb) * sb``. Returns both IR tensors and the scale."""
+        sa, sb = self.tensors[a.ir].scale, self.tensors[b.ir].scale
+        channels = self.tensors[a.ir].shape[-1]
+        fa, fb = (np.broadcast_to(x, (channels,)) for x in (sa, sb))
+        if np.array_equal(fa, fb):
+            return a.ir, b.ir, sa if sa.size >= sb.size else sb
+        for big, small, src, fine in ((fa, fb, a, sb), (fb, fa, b, sa)):
+            ratio = big / small
+            m = ratio[0]
+            if np.all(ratio == m) and m > 1 and m == round(m) and m < 2 ** 16 and \
+                    np.array_equal(small * m, big):
+                scaled = self._int_mul(node, src, int(round(m)))
+                return (scaled, b.ir, fine) if src is a else (a.ir, scaled, fine)
+        shown = [float(x) for x in np.unique(fa)[:3]], [float(x) for x in np.unique(fb)[:3]]
+        raise UnsupportedModelError(
+            f"Add of tensors with scales {shown[0]} and {shown[1]} (ratio "
+            f"{float(fa[0] / fb[0]):.6g}): no exact integer alignment exists, since neither "
+            f"scale is an integer multiple of the other for every channel; qloom adds "
+            f"residual branches whose scales are equal or differ by an integer factor "
+            f"(e.g. power-of-two, fixed-point quantizers)", node.name)
+
+    def _int_mul(self, node, src: Int, factor: int) -> str:
+        out = f"{src.ir}_x{factor}"
+        if out in self.tensors:         # one alignment of a tensor serves every Add
+            return out
+        info = self.tensors[src.ir]
+        lo, hi = self.ranges[src.ir]
+        self.layers.append(ir.IntMul(name=f"{node.name}_align", inputs=(src.ir,),
+                                     output=out, factor=factor))
+        self.new_tensor(out, info.shape, smallest_type(lo.min() * factor, hi.max() * factor),
+                        info.scale / factor, lo * factor, hi * factor)
+        return out
+
+    def on_concat(self, node, data):
+        """Concat along the channel axis: the channels one after the other, each keeping
+        its scale (a per-channel scale when they differ) and offset."""
+        if not all(isinstance(d, Int) for d in data) or len(data) != len(node.input):
+            raise UnsupportedModelError(
+                "Concat of tensors that are not all quantized tensors or accumulators (a "
+                "constant or float arithmetic among them)", node.name)
+        rank = len(self.shape_of(node.output[0]))
+        axis = node_attr(node, "axis", 1)
+        axis = axis + rank if axis < 0 else axis
+        layout = data[0].layout
+        if any(d.layout != layout for d in data) or layout.kind == "flat" or \
+                axis != layout.channel_axis(rank):
+            raise UnsupportedModelError(
+                f"Concat along axis {axis} of tensors of shapes "
+                f"{[self.shape_of(t) for t in node.input]}: qloom concatenates along the "
+                f"channel axis (1 of [N, C, H, W], the last of [N, K])", node.name)
+        infos = [self.tensors[d.ir] for d in data]
+        types = [i.dtype for i in infos]
+        if any(t.bipolar for t in types) and not all(t.bipolar for t in types):
+            raise UnsupportedModelError(
+                f"Concat of bipolar and non-bipolar tensors ({', '.join(map(str, types))})",
+                node.name)
+        if all(t == types[0] for t in types):
+            dtype = types[0]
+        else:
+            dtype = smallest_type(min(t.min for t in types), max(t.max for t in types))
+        scale = np.concatenate([np.broadcast_to(i.scale, (i.shape[-1],)) for i in infos])
+        if np.all(scale == scale[0]):
+            scale = scale[:1]
+        offset = np.concatenate([np.broadcast_to(np.asarray(d.offset, np.float64),
+                                                 (i.shape[-1],)) for d, i in zip(data, infos)])
+        zps = {i.zero_point for i in infos}
+        zero_point = zps.pop() if len(zps) == 1 else 0
+        layer = ir.Concat(name=node.name, inputs=tuple(d.ir for d in data),
+                          output=node.output[0])
+        lo = np.concatenate([self.ranges[d.ir][0] for d in data])
+        hi = np.concatenate([self.ranges[d.ir][1] for d in data])
+        self.new_tensor(layer.output, self.ir_shape(node.output[0], layout), dtype, scale,
+                        lo, hi, zero_point)
+        self.layers.append(layer)
+        quantized = all(d.quantized for d in data) and len(zps) == 0
+        if quantized:
+            self.onnx_names[layer.output] = node.output[0]
+            self.onnx_layouts[layer.output] = layout.to_onnx
+        return Int(layer.output, node.output[0], layout, offset, quantized)
 
     def maxpool(self, node, src: Int, out: str | None = None):
         kernel = list(node_attr(node, "kernel_shape", []))
@@ -275,7 +471,7 @@ class LayerBuilders:
         if (len(kernel) != 2 or kernel[0] != kernel[1] or strides[0] != strides[1]
                 or any(node_attr(node, "pads", [0, 0, 0, 0])) or node_attr(node, "ceil_mode", 0)
                 or any(d != 1 for d in node_attr(node, "dilations", [1, 1]))
-                or src.layout.kind != "nchw"):
+                or not src.layout.is_nchw):
             raise UnsupportedModelError(
                 "only square MaxPool on [N, C, H, W] with equal strides, no padding and "
                 "ceil_mode 0 is supported", node.name)
@@ -286,41 +482,101 @@ class LayerBuilders:
                            stride=strides[0])
         info = self.tensors[src.ir]
         self.new_tensor(out, self.ir_shape(node.output[0]), info.dtype, info.scale,
-                        *self.ranges[src.ir])
+                        *self.ranges[src.ir], info.zero_point)
         self.layers.append(layer)
         return Int(out, node.output[0], src.layout, src.offset, src.quantized)
 
-    def flatten(self, node, src: Int):
-        in_shape = self.shape_of(node.input[0])
-        if len(in_shape) == 2:
-            return Int(src.ir, node.output[0], src.layout, src.offset, src.quantized)
-        if len(in_shape) != 4 or np.any(src.offset != 0):
-            raise UnsupportedModelError("only flattening [N, C, H, W] quantized tensors is "
-                                        "supported", node.name)
-        c, h, w = in_shape[1:]
-        layout = PLAIN if (h, w) == (1, 1) else Layout("flat_chw", (c, h, w))
-        layer = ir.Flatten(name=node.name, inputs=(src.ir,), output=node.output[0])
+    def reshape(self, node, src: Int) -> Int:
+        """Flatten, Reshape, Transpose, Squeeze or Unsqueeze of an integer tensor. Free when
+        the IR keeps its element order (NCHW <-> NHWC transposes, flattening, adding or
+        dropping axes of size 1): the result is the same stream under a new layout, with an
+        IR ``Flatten`` where its shape changes. The network input, before any layer reads
+        it, is instead laid out by the host as this op's result needs."""
+        in_shape, out_shape = self.shape_of(node.input[0]), self.shape_of(node.output[0])
+        index = np.arange(int(np.prod(in_shape[1:])), dtype=np.int64).reshape(1, *in_shape[1:])
+        if node.op_type == "Transpose":
+            perm = list(node_attr(node, "perm", list(range(len(in_shape)))[::-1]))
+            if perm[0] != 0:
+                raise UnsupportedModelError(
+                    f"Transpose with perm {perm} moves the batch axis of an activation",
+                    node.name)
+            index = np.transpose(index, perm)
+        moved = index.ravel()       # ONNX-out element j is ONNX-in element moved[j]
+        if self._input_untouched(src):
+            return self._relayout_input(node, src, moved, in_shape, out_shape)
+        want = np.argsort(moved)[src.layout.order(in_shape)]
+        dims = tuple(in_shape[1:]) if len(in_shape) == 4 else src.layout.dims
+        layout = _find_layout(out_shape, want, dims)
+        if layout is None:
+            raise UnsupportedModelError(
+                f"{node.op_type} of an activation from {list(in_shape)} to "
+                f"{list(out_shape)} reorders its elements: the hardware streams channels-last "
+                f"pixels and moves no elements; qloom follows transposes between NCHW and "
+                f"NHWC and reshapes that keep that order", node.name)
         info = self.tensors[src.ir]
-        lo, hi = self.ranges[src.ir]
-        scale = np.tile(info.scale, h * w) if info.scale.size > 1 else info.scale
-        self.new_tensor(layer.output, (h * w * c,), info.dtype, scale, np.tile(lo, h * w),
-                        np.tile(hi, h * w))
+        shape = layout.ir_shape(out_shape)
+        if tuple(shape) == tuple(info.shape):
+            return Int(src.ir, node.output[0], layout, src.offset, src.quantized)
+        regroup = {what: _regroup(values, info.shape, shape)
+                   for what, values in (("scales", info.scale), ("offsets", src.offset),
+                                        ("ranges", self.ranges[src.ir][0]),
+                                        ("ranges ", self.ranges[src.ir][1]))}
+        mixed = [what.strip() for what, v in regroup.items() if v is None]
+        if mixed:
+            raise UnsupportedModelError(
+                f"{node.op_type} from {list(in_shape)} to {list(out_shape)} puts elements of "
+                f"different {mixed[0]} into one channel", node.name)
+        layer = ir.Flatten(name=node.name, inputs=(src.ir,), output=node.output[0],
+                           shape=None if len(shape) == 1 else tuple(shape))
+        self.new_tensor(layer.output, shape, info.dtype, regroup["scales"],
+                        regroup["ranges"], regroup["ranges "], info.zero_point)
         self.layers.append(layer)
-        return Int(layer.output, node.output[0], layout, src.offset, src.quantized)
+        if src.quantized:
+            self.onnx_names[layer.output] = node.output[0]
+            self.onnx_layouts[layer.output] = layout.to_onnx
+        return Int(layer.output, node.output[0], layout, regroup["offsets"], src.quantized)
+
+    def _input_untouched(self, src: Int) -> bool:
+        """Whether ``src`` is the network input, read by nothing yet but this one op."""
+        if src.ir != self.input or self.input_layout is None:
+            return False
+        readers = [n for n in self.model.graph.node if src.onnx in n.input]
+        return len(readers) == 1 and not any(src.ir in l.inputs for l in self.layers)
+
+    def _relayout_input(self, node, src: Int, moved, in_shape, out_shape) -> Int:
+        """The input laid out so that this shape op's result is in the canonical layout
+        (NCHW images, plain otherwise) with nothing moved in hardware."""
+        target = NCHW if len(out_shape) == 4 else PLAIN
+        want = moved[target.order(out_shape)]
+        layout = _find_layout(in_shape, want, ())
+        info = self.tensors[src.ir]
+        if layout is None or (info.scale.size > 1 and layout != self.input_layout):
+            raise UnsupportedModelError(
+                f"{node.op_type} of the input from {list(in_shape)} to {list(out_shape)}: "
+                f"no channels-last layout of the input gives it (or the input quantizer "
+                f"has per-channel scales along another axis)", node.name)
+        self.input_layout = layout
+        shape = layout.ir_shape(in_shape)
+        lo, hi = info.dtype.min, info.dtype.max
+        self.new_tensor(src.ir, shape, info.dtype, info.scale, lo, hi, info.zero_point)
+        self.onnx_layouts[src.ir] = layout.to_onnx
+        return Int(src.ir, node.output[0], target, src.offset, src.quantized)
 
     # ---- the network --------------------------------------------------------------------
     def assemble(self, chain: FloatChain, output_name: str) -> ir.Network:
         src = chain.source
         fn = FloatFunction(chain.nodes, self.consts, src.onnx, output_name, self.shape_of,
                            self.opsets)
-        layout, offset = src.layout, np.asarray(src.offset, np.float64)
-        rank = len(self.shape_of(src.onnx))
+        info = self.tensors[src.ir]
+        # ``Network.dequantize`` already subtracts the tensor's zero point
+        layout = src.layout
+        offset = np.asarray(src.offset, np.float64) + info.zero_point * info.scale
 
         def tail(y):
-            x = layout.to_onnx(np.asarray(y, np.float64))
+            x = np.asarray(y, np.float64)
             if np.any(offset != 0):
-                x = x + (offset.reshape(-1, 1, 1) if rank == 4 else offset)
-            return fn(x.astype(np.float32))
+                x = x + offset
+            return fn(layout.to_onnx(x).astype(np.float32))
 
         if self.input is None:
             raise UnsupportedModelError("the model input reaches no quantized layer")
@@ -330,4 +586,5 @@ class LayerBuilders:
             input_shape=tuple(shape), input=self.input, output=src.ir,
             layers=self.layers, tensors=self.tensors, quantize=self.quantize, tail=tail,
             prefix_ops=self.prefix_ops, tail_ops=fn.op_types,
-            input_scale=self.tensors[self.input].scale, onnx_names=self.onnx_names)
+            input_scale=self.tensors[self.input].scale, onnx_names=self.onnx_names,
+            onnx_layouts=self.onnx_layouts)

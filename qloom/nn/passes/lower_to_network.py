@@ -40,6 +40,9 @@ def from_runtime(e: BaseException) -> bool:
     return bool(frames) and any(p in frames[-1].filename for p in _RUNTIMES)
 
 # Elementwise ops that may sit between an accumulator and the next quantizer.
+# Ops that move no element: followed on integer tensors, host ops in the prefix.
+SHAPE_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze")
+
 ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "LeakyRelu",
                "Sigmoid", "Tanh", "Identity", "Neg", "Abs", "Max", "Min", "Floor", "Ceil",
                "Round", "HardSigmoid")
@@ -98,7 +101,9 @@ class LoweringState(LayerBuilders):
             self.on_maxpool(node, data[0])
         elif op in AVGPOOL_OPS and isinstance(data[0], Int):
             self.env[node.output[0]] = lower_avgpool(self, node, data[0])
-        elif op in ("Flatten", "Reshape"):
+        elif op == "Concat" and all(isinstance(d, Int) for d in data):
+            self.env[node.output[0]] = self.on_concat(node, data)
+        elif op in SHAPE_OPS:
             self.on_reshape(node, data[0])
         else:
             self.on_other(node, data)
@@ -157,12 +162,14 @@ class LoweringState(LayerBuilders):
         return Prefix(src.nodes + [node], alpha, beta, affine, src.blocker)
 
     def on_reshape(self, node, src):
-        out_shape = self.shape_of(node.output[0])
         if isinstance(src, Prefix):
+            # a host op before the input quantizer; only Reshape/Flatten keep a fixed-point
+            # input's layout (``fixed_point_input`` folds them)
+            affine = src.affine and node.op_type in ("Reshape", "Flatten")
             self.env[node.output[0]] = Prefix(src.nodes + [node], src.alpha, src.beta,
-                                              src.affine, src.blocker)
-        elif isinstance(src, Int) and len(out_shape) == 2:
-            self.env[node.output[0]] = self.flatten(node, src)
+                                              affine, src.blocker)
+        elif isinstance(src, Int):
+            self.env[node.output[0]] = self.reshape(node, src)
         else:
             self.on_other(node, [src])
 
@@ -171,8 +178,10 @@ class LoweringState(LayerBuilders):
             return UnsupportedModelError(float_avgpool_reason(node), node.name)
         return UnsupportedModelError(
             f"op {node.op_type} is not supported here; qloom maps quantized MatMul/Gemm/Conv "
-            f"layers, residual Add, MaxPool, AveragePool/GlobalAveragePool of quantized "
-            f"tensors, Flatten/Reshape and float elementwise ops "
+            f"layers (grouped and depthwise too), residual Add, Concat along channels, "
+            f"MaxPool, AveragePool/GlobalAveragePool of quantized tensors, "
+            f"Flatten/Reshape/Transpose/Squeeze/Unsqueeze that keep the channels-last order, "
+            f"and float elementwise ops "
             f"(scales, biases, BatchNormalization, ReLU) before a Quant/BipolarQuant/"
             f"MultiThreshold/Trunc quantizer", node.name)
 
@@ -181,6 +190,7 @@ class LoweringState(LayerBuilders):
             self.env[node.output[0]] = self.maxpool(node, src)
             if src.quantized:
                 self.onnx_names[self.env[node.output[0]].ir] = node.output[0]
+                self.onnx_layouts[self.env[node.output[0]].ir] = src.layout.to_onnx
         elif isinstance(src, FloatChain) and src.pool is None:
             self.env[node.output[0]] = FloatChain(src.source, src.nodes + [node], node,
                                                   src.blocker)
@@ -225,25 +235,28 @@ class LoweringState(LayerBuilders):
                            node.output[0], self.shape_of, self.opsets)
         scale = np.broadcast_to(info.scale, (channels,))
         offset = np.broadcast_to(src.offset, (channels,))
-        out_scale = np.broadcast_to(self.channel_scale(spec.scale, node.name), (channels,))
         rank = len(self.shape_of(src.onnx))
+        axis = src.layout.channel_axis(rank)
+        q_scale = self.channel_scale(spec.scale, node.name, (rank, axis))
+        out_scale = np.broadcast_to(q_scale, (channels,))
 
         def code_fn(a):
             x = (a * scale + offset).astype(np.float32)
-            if rank == 4:
-                x = x[:, :, None, None]
-            y = fn(x).reshape(a.shape[0], channels)
+            # one candidate per channel, on the channel axis of the ONNX tensor
+            shape = [1] * rank
+            shape[0], shape[axis] = a.shape[0], channels
+            y = fn(x.reshape(shape)).reshape(a.shape[0], channels)
             return spec.dtype.encode(spec.values(y, out_scale))
 
         lo, hi = self.ranges[src.ir]
         ts = derive_thresholds(code_fn, lo, hi, spec.dtype, node=node.name)
         out = node.output[0] if chain.pool is None else f"{node.output[0]}_unpooled"
-        self.new_tensor(out, info.shape, spec.dtype, self.channel_scale(spec.scale, node.name),
-                        spec.dtype.min, spec.dtype.max)
+        self.new_tensor(out, info.shape, spec.dtype, q_scale, spec.dtype.min, spec.dtype.max,
+                        spec.zero_point)
         self.layers.append(ir.MultiThreshold(
             name=node.name, inputs=(src.ir,), output=out, thresholds=ts.thresholds,
             bias=ts.bias, sign=ts.sign, in_type=ts.in_type, out_type=spec.dtype))
-        result = Int(out, node.output[0], src.layout, np.zeros(1), True)
+        result = Int(out, node.output[0], src.layout, -spec.zero_point * q_scale, True)
         if chain.pool is not None:
             if np.any(ts.sign < 0):
                 raise UnsupportedModelError(
@@ -252,6 +265,7 @@ class LoweringState(LayerBuilders):
             result = self.maxpool(chain.pool, result, out=node.output[0])
             result = Int(result.ir, node.output[0], result.layout, result.offset, True)
         self.onnx_names[result.ir] = node.output[0]
+        self.onnx_layouts[result.ir] = src.layout.to_onnx
         return result
 
     def finish(self):

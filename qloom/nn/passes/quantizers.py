@@ -50,20 +50,23 @@ def _quant_type(bits: int, signed: bool, narrow: bool) -> DataType:
 
 @dataclass(frozen=True)
 class QuantSpec:
-    """What a quantizer node produces: ``float = value * scale`` with ``value`` in ``dtype``.
-    ``scale`` is float64 holding the exact float32 scale (scalar or per channel)."""
+    """What a quantizer node produces: ``float = (value - zero_point) * scale`` with
+    ``value`` in ``dtype``. ``scale`` is float64 holding the exact float32 scale (scalar or
+    per channel); ``zero_point`` is one integer (asymmetric quantizers, 0 otherwise)."""
 
     node: str
     op: str
     dtype: DataType
     scale: np.ndarray
     rounding: str = "ROUND"
+    zero_point: int = 0
 
     def values(self, y: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
         """Integer values of a quantizer output ``y`` (float32, as qonnx computed it);
         ``scale`` overrides ``self.scale`` when ``y`` is laid out differently."""
         scale = self.scale if scale is None else scale
-        v = np.round(np.asarray(y, dtype=np.float64) / scale).astype(np.int64)
+        v = np.round(np.asarray(y, dtype=np.float64) / scale).astype(np.int64) + \
+            self.zero_point
         if self.dtype.bipolar:
             v = np.where(v >= 0, 1, -1)
         return v
@@ -80,6 +83,24 @@ def _check_scale(scale, node):
         raise UnsupportedModelError("quantizer scales must be positive and finite", node.name)
 
 
+def _zero_point(zero, dtype: DataType, node) -> int:
+    """An activation quantizer's zero point: one integer (per-tensor), a code of ``dtype``
+    (qonnx clips the shifted value into the type's range, so the zero point is the code of
+    float 0)."""
+    z = np.unique(np.asarray(zero, dtype=np.float64))
+    if z.size == 1 and z[0] == 0:
+        return 0
+    if z.size != 1:
+        raise UnsupportedModelError(
+            f"activation quantizer with per-channel zero points {z.tolist()[:8]}: qloom "
+            f"supports one integer zero point per tensor", node.name)
+    if dtype.bipolar or z[0] != round(z[0]) or not dtype.min <= z[0] <= dtype.max:
+        raise UnsupportedModelError(
+            f"activation quantizer with zero point {z[0]:g}: qloom supports an integer zero "
+            f"point inside the {dtype} range [{dtype.min}, {dtype.max}]", node.name)
+    return int(z[0])
+
+
 def quant_spec(node, consts) -> QuantSpec:
     """The spec of an activation quantizer (its parameters must be constants)."""
     op = node.op_type
@@ -87,13 +108,10 @@ def quant_spec(node, consts) -> QuantSpec:
         scale = _const(consts, node.input[1], node, "scale").astype(np.float64)
         zero = _const(consts, node.input[2], node, "zero point")
         bits = _bits(_const(consts, node.input[3], node, "bit width"), node)
-        if np.any(zero != 0):
-            raise UnsupportedModelError(
-                "activation quantizers with a nonzero zero point are not supported "
-                "(weights may have integer zero points)", node.name)
         dtype = _quant_type(bits, bool(node_attr(node, "signed", 1)), bool(node_attr(node, "narrow", 0)))
         _check_scale(scale, node)
-        return QuantSpec(node.name, op, dtype, scale, node_attr(node, "rounding_mode", "ROUND"))
+        return QuantSpec(node.name, op, dtype, scale, node_attr(node, "rounding_mode", "ROUND"),
+                         _zero_point(zero, dtype, node))
     if op == "BipolarQuant":
         scale = _const(consts, node.input[1], node, "scale").astype(np.float64)
         _check_scale(scale, node)
