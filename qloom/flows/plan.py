@@ -18,6 +18,7 @@ from typing import Callable
 from ..errors import QloomError
 from .cost import Resources, ram_cost
 from .engines.base import BuildOptions, Engine, Fold
+from .engines.unrolled import unroll
 
 __all__ = ["Plan", "DEFAULT_LANES", "plan_for_cycles", "plan_default", "plan_from_file",
            "fit_to_budget", "read_fold_file"]
@@ -33,7 +34,9 @@ class Plan:
     dsps: dict             # engine name -> multipliers on DSP blocks
     cycles: dict           # engine name -> ideal cycles per frame
     resources: dict        # engine name -> Resources
-    how: str               # "default", "target-fps", "fold-file", "auto"
+    how: str               # "default", "target-fps", "fold-file", "auto", "latency"
+    engines: tuple = ()    # the engines planned, after ``unroll``
+    source_folds: dict = None   # the mapped engines' folds before ``unroll``
 
     @property
     def ideal_ii_cycles(self) -> int:
@@ -96,13 +99,16 @@ def _fifo_resources(engines, folds, options) -> dict:
 
 
 def _finish(engines, folds, options, how) -> Plan:
+    # Dense layers at one vector per cycle get constant-weight unrolled engines.
+    source_folds = folds
+    engines, folds = unroll(engines, folds)
     dsps = _allocate_dsps(engines, folds, options)
     fifos = _fifo_resources(engines, folds, options)
     return Plan(folds=folds, dsps=dsps,
                 cycles={e.name: e.cycles(folds[e.name]) for e in engines},
                 resources={e.name: e.resources(folds[e.name], options, dsps[e.name])
                            + fifos[e.name] for e in engines},
-                how=how)
+                how=how, engines=tuple(engines), source_folds=source_folds)
 
 
 def _cheapest(engine: Engine, target_cycles: float, options: BuildOptions) -> Fold:
@@ -148,7 +154,7 @@ def plan_from_file(engines, spec: dict, options: BuildOptions, fallback: Plan) -
     if unknown:
         raise QloomError(f"fold file names unknown layer(s) {unknown}; the layers are "
                          f"{sorted(by_name)}")
-    folds = dict(fallback.folds)
+    folds = dict(fallback.source_folds or fallback.folds)
     for key, value in spec.items():
         engine = by_name.get(key) or aliases[key]
         folds[engine.name] = engine.parse_fold(value)

@@ -15,8 +15,9 @@ from .dense import DenseEngine
 from .pool import PoolEngine
 from .requant import RequantEngine
 from .threshold import SEARCH_FROM, ThresholdEngine
+from .unrolled import UnrolledEngine
 
-__all__ = ["ENGINES", "map_network", "supported_layers"]
+__all__ = ["ENGINES", "UNROLLED_ENGINES", "map_network", "supported_layers"]
 
 # IR layer type -> the engine that implements it: adding a layer type is one line here
 # (and the engine's ``from_layer``). Flatten has no engine: the stream order is already
@@ -24,6 +25,11 @@ __all__ = ["ENGINES", "map_network", "supported_layers"]
 ENGINES = {Dense: DenseEngine, Conv: ConvEngine, MultiThreshold: ThresholdEngine,
            Requant: RequantEngine, MaxPool: PoolEngine, AvgPool: AvgPoolEngine,
            Add: AddEngine}
+
+# IR layer type -> the engine implementing it at one vector per cycle with its weights
+# built into the logic (latency mode), which the planner puts in place of the engine
+# above when it folds the layer that far (see ``unrolled.unroll``).
+UNROLLED_ENGINES = {Dense: UnrolledEngine}
 
 
 def supported_layers() -> list[str]:

@@ -1,0 +1,160 @@
+"""Latency mode: dense layers at one vector per cycle as unrolled constant-weight adder
+graphs (``qloom.hw.unrolled``), with the requantization or thresholds that alone read
+them, and consecutive such layers chained into one pipeline with no FIFO between them.
+
+The planner folds the mapped engines as usual; :func:`unroll` then replaces every dense
+engine folded to one vector per cycle (``pe = MH``, ``simd = MW``) by an
+:class:`UnrolledEngine`. Its estimate is the template's own count of the adders,
+operations and registers it builds (``UnrolledDesign.resources``).
+"""
+
+from __future__ import annotations
+
+from ...nn.ir import Dense, MultiThreshold, Requant
+from ..cost import Family, Resources
+from .base import BuildOptions, Engine, Fold, pixels
+
+__all__ = ["UnrolledEngine", "unroll", "levels_per_stage"]
+
+# Adder levels between pipeline registers, per family: a level on ECP5 is a carry chain
+# of up to ~25 bits plus its route (about 2 ns); on iCE40 about twice that.
+_LEVELS = {Family.ECP5: 3, Family.GENERIC: 3, Family.ICE40: 2}
+
+
+def levels_per_stage(options: BuildOptions) -> int:
+    """Logic levels between register banks for this target (one stage for everything
+    without pipelining)."""
+    return _LEVELS[options.family] if options.pipeline else 1 << 20
+
+
+class UnrolledEngine(Engine):
+    """A chain of ``(dense, post)`` IR layers (``post`` a Requant, a MultiThreshold or None)
+    at one vector per cycle over ``vectors`` vectors per frame."""
+
+    kind = "unrolled"
+    fold_keys = ("pe", "simd")
+
+    def __init__(self, stages, vectors: int):
+        self.stages, self.vectors = list(stages), vectors
+        names = tuple(n for dense, post in self.stages
+                      for n in (dense.name,) + ((post.name,) if post is not None else ()))
+        last_dense, last_post = self.stages[-1]
+        super().__init__(self.stages[0][0].name, names, self.stages[0][0].inputs,
+                         (last_post or last_dense).output)
+        self._designs = {}
+
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        if not isinstance(layer, Dense):
+            raise TypeError(f"an unrolled engine implements Dense layers, not {layer.op}")
+        return cls([(layer, threshold)], pixels(net.shape_of(layer.inputs[0])))
+
+    def hw_layers(self):
+        from ...hw.threshold import ThresholdSpec
+        from ...hw.unrolled import RequantSpec, UnrolledLayer
+        layers = []
+        for dense, post in self.stages:
+            spec = (RequantSpec.from_layer(post) if isinstance(post, Requant) else
+                    ThresholdSpec.from_layer(post) if isinstance(post, MultiThreshold) else None)
+            layers.append(UnrolledLayer(dense.weights, dense.w_type, dense.in_type, spec))
+        return layers
+
+    def design(self, options: BuildOptions):
+        """The template's graph, schedule and cost for ``options`` (made once)."""
+        from ...hw.unrolled import UnrolledDesign
+        per = levels_per_stage(options)
+        if per not in self._designs:
+            self._designs[per] = UnrolledDesign(self.hw_layers(), per)
+        return self._designs[per]
+
+    @property
+    def fold(self) -> Fold:
+        return Fold(pe=self.stages[-1][0].mh, simd=self.stages[0][0].mw)
+
+    def folds(self):
+        return [self.fold]
+
+    def cycles(self, fold):
+        return self.vectors
+
+    def resources(self, fold, options, dsps=0):
+        r = self.design(options).resources()
+        return Resources(lut=r["lut"], ff=r["ff"], dsp=r["dsp"])
+
+    def latency(self, options: BuildOptions) -> int:
+        return self.design(options).latency
+
+    @property
+    def in_bits(self) -> int:
+        return self.stages[0][0].in_type.bits
+
+    def in_lanes(self, fold):
+        return self.fold.simd
+
+    def out_lanes(self, fold):
+        return self.fold.pe
+
+    def nodes(self, fold, options, dsps=0):
+        from ...hw.top import Node
+        from ...hw.unrolled import UnrolledChain
+        unit = UnrolledChain(layers=self.hw_layers(), levels_per_stage=levels_per_stage(options))
+        return [Node(self.name, unit, self.inputs, self.output)]
+
+
+def _one_vector_per_cycle(engine, folds) -> bool:
+    """Whether ``engine`` is a matrix unit folded to one vector per cycle over a layer
+    type with an unrolled engine (``mapping.UNROLLED_ENGINES``)."""
+    from .dense import DenseEngine
+    from .mapping import UNROLLED_ENGINES
+    return (isinstance(engine, DenseEngine) and type(engine.dense) in UNROLLED_ENGINES
+            and folds[engine.name] == Fold(engine.dense.mh, engine.dense.mw))
+
+
+def unroll(engines, folds: dict) -> tuple[list, dict]:
+    """``engines`` with every dense engine folded to one vector per cycle replaced by an
+    unrolled one, which also takes the requantization or threshold engine that alone
+    reads it (when that runs at one vector per cycle too) and the next such dense engine
+    that alone reads the result; and the folds of the new list."""
+    from .requant import RequantEngine
+    from .threshold import ThresholdEngine
+    readers = {}
+    for e in engines:
+        for t in e.inputs:
+            readers.setdefault(t, []).append(e)
+
+    def sole_reader(tensor):
+        found = readers.get(tensor, [])
+        return found[0] if len(found) == 1 else None
+
+    def post_of(dense_engine):
+        if dense_engine.threshold is not None:
+            return None
+        r = sole_reader(dense_engine.output)
+        if isinstance(r, (RequantEngine, ThresholdEngine)) and \
+                folds[r.name].pe == r.channels and r.pixels == dense_engine.vectors:
+            return r
+        return None
+
+    out, new_folds, taken = [], {}, set()
+    for e in engines:
+        if e.name in taken:
+            continue
+        if not _one_vector_per_cycle(e, folds):
+            out.append(e)
+            new_folds[e.name] = folds[e.name]
+            continue
+        stages, current = [], e
+        while True:
+            post = post_of(current)
+            stages.append((current.dense, post.layer if post is not None
+                           else current.threshold))
+            taken.update(x.name for x in (current, post) if x is not None)
+            nxt = sole_reader((post or current).output)
+            if nxt is None or not _one_vector_per_cycle(nxt, folds) or \
+                    nxt.vectors != e.vectors:
+                break
+            current = nxt
+        chain = UnrolledEngine(stages, e.vectors)
+        out.append(chain)
+        new_folds[chain.name] = chain.fold
+    return out, new_folds

@@ -1,0 +1,479 @@
+"""Unrolled constant-weight layers (latency mode): one vector per cycle, weights built into
+the logic.
+
+A chain of dense layers, each optionally followed by its requantization or thresholds,
+becomes one pipelined adder graph (``qloom.hw.csd``): every product of an input by a
+constant weight is shifts and adds of the input (made once per distinct constant per
+input, zero weights removed), every neuron an adder tree over its products and its
+constant (bias, rounding offset), every requantization a shift, round and clamp, every
+threshold unit compares against constants. Bipolar inputs enter as their codes ``b``
+(value ``2b - 1``), so binary layers are sums of the input bits with constant signs
+(inversions) and a constant.
+
+Pipeline: node ``n`` ends ``depth(n)`` logic levels after the inputs (an adder is one
+level, a requantization two, a threshold ``1 + ceil(log2 K)`` and one more with a bias);
+a register bank closes every ``levels_per_stage`` levels and carries each value to the
+last stage that reads it. An operation never straddles a bank. The pipeline runs freely
+(no stall: a global enable to every register of a large unrolled layer would be the
+longest net of the design); a credit counter takes an input only when the output FIFO
+behind the pipeline has room for everything in flight, so the ports keep the stream
+contract (nothing lost under backpressure) at one vector per cycle, and ``i.ready`` comes
+straight from a register.
+
+``UnrolledDesign`` (pure Python, callable before elaboration) holds the graph, the
+schedule and the resource estimate; :class:`UnrolledChain` builds exactly that graph.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from ..nn.dtypes import DataType, smallest_type
+from ..nn.ir import Rounding
+from .csd import AdderGraph, Node, Term
+from .threshold import ThresholdSpec
+from .types import shape_of
+
+__all__ = ["RequantSpec", "UnrolledLayer", "UnrolledDesign", "UnrolledChain"]
+
+
+@dataclass(frozen=True, eq=False)
+class RequantSpec:
+    """``clip(round((x + bias[c]) / 2**shift), lo, hi)`` per channel, as
+    :class:`qloom.nn.ir.Requant` computes it."""
+
+    bias: np.ndarray
+    shift: int
+    rounding: Rounding
+    lo: int
+    hi: int
+    out_type: DataType
+
+    def __post_init__(self):
+        bias = np.asarray(self.bias)
+        if bias.ndim != 1 or not np.issubdtype(bias.dtype, np.integer):
+            raise TypeError(f"Bias must be a 1-D integer array, not {self.bias!r}")
+        if not isinstance(self.shift, int) or isinstance(self.shift, bool) or self.shift < 0:
+            raise TypeError(f"Shift must be a non-negative integer, not {self.shift!r}")
+        if not isinstance(self.rounding, Rounding):
+            raise TypeError(f"Rounding must be a Rounding, not {self.rounding!r}")
+        if not isinstance(self.out_type, DataType) or self.out_type.bipolar:
+            raise TypeError(f"Requantization output type must be an integer DataType, not "
+                            f"{self.out_type!r}")
+        if not (self.out_type.min <= self.lo <= self.hi <= self.out_type.max):
+            raise ValueError(f"Clamp range [{self.lo}, {self.hi}] must lie within "
+                             f"{self.out_type} [{self.out_type.min}, {self.out_type.max}]")
+        object.__setattr__(self, "bias", bias.astype(np.int64))
+
+    @classmethod
+    def from_layer(cls, layer) -> "RequantSpec":
+        return cls(bias=layer.bias, shift=layer.shift, rounding=layer.rounding, lo=layer.lo,
+                   hi=layer.hi, out_type=layer.out_type)
+
+    @property
+    def channels(self) -> int:
+        return self.bias.size
+
+    @property
+    def offset(self) -> int:
+        """The constant added before the floor shift that makes it this rounding
+        (half-even also undoes ties that rounded up to an odd value)."""
+        if self.shift == 0 or self.rounding is Rounding.FLOOR:
+            return 0
+        if self.rounding is Rounding.CEIL:
+            return (1 << self.shift) - 1
+        return 1 << (self.shift - 1)
+
+
+@dataclass(frozen=True, eq=False)
+class UnrolledLayer:
+    """One dense layer ``y = weights @ x`` (integer ``weights[MH, MW]``, bipolar as -1/+1)
+    over inputs of ``in_type`` (as codes), optionally followed by ``post``: a
+    :class:`RequantSpec` or a :class:`qloom.hw.threshold.ThresholdSpec` over its ``MH``
+    outputs."""
+
+    weights: np.ndarray
+    w_type: DataType
+    in_type: DataType
+    post: object = None
+
+    def __post_init__(self):
+        w = self.weights
+        if not isinstance(w, np.ndarray) or not np.issubdtype(w.dtype, np.integer):
+            raise TypeError(f"Weights must be an integer numpy array, not {w!r}")
+        if w.ndim != 2 or w.size == 0:
+            raise ValueError(f"Weights must be a non-empty [MH, MW] matrix, not shape "
+                             f"{w.shape}")
+        for role, dtype in (("Weight", self.w_type), ("Input", self.in_type)):
+            if not isinstance(dtype, DataType):
+                raise TypeError(f"{role} type must be a qloom DataType, not {dtype!r}")
+        if not self.w_type.allows(w):
+            raise ValueError(f"Weights hold values outside {self.w_type} "
+                             f"[{self.w_type.min}, {self.w_type.max}]")
+        if self.post is not None:
+            if not isinstance(self.post, (RequantSpec, ThresholdSpec)):
+                raise TypeError(f"Post-processing must be a RequantSpec, a ThresholdSpec or "
+                                f"None, not {self.post!r}")
+            if self.post.channels != w.shape[0]:
+                raise ValueError(f"Post-processing channels ({self.post.channels}) must "
+                                 f"equal MH ({w.shape[0]})")
+        object.__setattr__(self, "weights", w.astype(np.int64))
+
+    mh = property(lambda self: self.weights.shape[0])
+    mw = property(lambda self: self.weights.shape[1])
+
+    @property
+    def acc_type(self) -> DataType:
+        """The accumulator type, computed as the IR's Dense does."""
+        pos, neg = np.clip(self.weights, 0, None), np.clip(self.weights, None, 0)
+        lo = pos.sum(1) * self.in_type.min + neg.sum(1) * self.in_type.max
+        hi = pos.sum(1) * self.in_type.max + neg.sum(1) * self.in_type.min
+        return smallest_type(int(lo.min()), int(hi.max()))
+
+    @property
+    def out_type(self) -> DataType:
+        return self.acc_type if self.post is None else self.post.out_type
+
+
+# --- The operations after a neuron's sum (extern nodes of the adder graph) -----------------
+
+def _shape(lo: int, hi: int):
+    return Node("x", lo, hi)
+
+
+class _RequantOp:
+    """Floor-shift, half-even tie fix, clamp of ``v = sum + bias + offset``."""
+
+    def __init__(self, spec: RequantSpec, in_node: Node, in_shift: int):
+        self.shift, self.rounding, self.lo, self.hi = spec.shift, spec.rounding, spec.lo, spec.hi
+        self.half_even = spec.rounding is Rounding.HALF_EVEN and spec.shift > 0
+        self.levels = 2 if self.half_even else 1
+        q_lo = (in_node.lo << in_shift) >> spec.shift
+        q_hi = (in_node.hi << in_shift) >> spec.shift
+        self.q_bits = _shape(q_lo - 1, q_hi).bits
+        self.clamp_lo, self.clamp_hi = q_lo - 1 < spec.lo, q_hi > spec.hi
+        self.luts = (self.q_bits * (self.half_even + self.clamp_lo + self.clamp_hi)
+                     + _shape(spec.lo, spec.hi).bits)
+
+    def evaluate(self, v):
+        q = v >> self.shift
+        if self.half_even:
+            tie = (v & ((1 << self.shift) - 1)) == 0
+            q = q - (tie & (q & 1 == 1))
+        return np.clip(q, self.lo, self.hi)
+
+    def build(self, v: Value) -> Value:
+        q = v >> self.shift
+        if self.half_even:
+            tie = v.as_unsigned()[:self.shift] == 0
+            q = q - (tie & q[0])
+        if self.clamp_lo:
+            q = Mux(q < self.lo, self.lo, q)
+        if self.clamp_hi:
+            q = Mux(q > self.hi, self.hi, q)
+        return q
+
+
+class _ThresholdOp:
+    """``bias + sign * #{k : v >= T_k}`` of one channel, compared on the sum's node (its
+    shift folded into the thresholds)."""
+
+    def __init__(self, spec: ThresholdSpec, channel: int, in_node: Node, in_shift: int):
+        t = spec.thresholds[channel]
+        # v = node << shift >= T  <=>  node >= ceil(T / 2**shift); clipped to the node's
+        # range, where the same comparisons decide the same way with narrower constants.
+        self.thresholds = np.clip(-(-t // (1 << in_shift)), in_node.lo, in_node.hi + 1)
+        self.in_shift = in_shift
+        self.bias, self.sign = int(spec.bias[channel]), int(spec.sign[channel])
+        k = len(t)
+        self.plain = self.bias == 0 and self.sign == 1
+        self.levels = 1 + math.ceil(math.log2(k)) + (0 if self.plain else 1)
+        out_bits = shape_of(spec.out_type).width
+        self.luts = k * in_node.bits + (k - 1) * max(1, k.bit_length()) + \
+            (0 if self.plain else out_bits)
+
+    def evaluate(self, v):
+        node = v >> self.in_shift
+        count = (node[..., None] >= self.thresholds).sum(-1)
+        return self.bias + self.sign * count
+
+    def build(self, v: Value) -> Value:
+        node = v >> self.in_shift
+        count = Cat(*[node >= int(t) for t in self.thresholds]) if len(self.thresholds) == 1 \
+            else _tree([node >= int(t) for t in self.thresholds])
+        if self.plain:
+            return count
+        return self.bias + (count if self.sign > 0 else -count)
+
+
+def _tree(values):
+    values = list(values)
+    while len(values) > 1:
+        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
+
+
+# --- The graph, its schedule and its cost ---------------------------------------------------
+
+def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
+    """The output terms (codes of ``layer.out_type``) for input code terms ``codes``."""
+    w = layer.weights
+    if layer.in_type.bipolar:               # value = 2 * code - 1
+        w_eff, const = 2 * w, -w.sum(axis=1)
+    else:
+        w_eff, const = w, np.zeros(layer.mh, dtype=np.int64)
+    post = layer.post
+    if isinstance(post, RequantSpec):
+        const = const + post.bias + post.offset
+    products = [g.products(codes[j], w_eff[:, j]) for j in range(layer.mw)]
+    outs = []
+    for h in range(layer.mh):
+        terms = [products[j][int(w_eff[h, j])] for j in range(layer.mw) if w_eff[h, j]]
+        if const[h]:
+            terms.append(g.const(int(const[h])))
+        t = g.dot(terms)
+        node = g.nodes[t.node]
+        if isinstance(post, RequantSpec):
+            t = g.extern(_RequantOp(post, node, t.shift), (t,), post.lo, post.hi)
+        elif isinstance(post, ThresholdSpec):
+            op = _ThresholdOp(post, h, node, t.shift)
+            lo, hi = post.out_type.encode([post.out_type.min, post.out_type.max])
+            t = g.extern(op, (t,), int(lo), int(hi))
+        outs.append(t)
+    return outs
+
+
+def _add_luts(node: Node) -> int:
+    """LUT4s of one adder: one per bit of its carry chain (only the part above the
+    unshifted operand's pass-through low bits)."""
+    a, b = node.operands
+    passthrough = b.shift if (a.shift == 0 and not a.neg) else 0
+    return max(1, node.bits - passthrough)
+
+
+class UnrolledDesign:
+    """The adder graph of a chain of layers, its pipeline schedule and its cost.
+
+    ``stage[n]``: the pipeline stage computing node ``n`` (inputs: stage 0);
+    ``last_use[n]``: the last stage reading it (outputs count as read by stage
+    ``stages``, the output register); ``latency``: cycles from an input taken to its result
+    in the output register (one per stage).
+    """
+
+    def __init__(self, layers, levels_per_stage: int):
+        layers = list(layers)
+        if not layers:
+            raise ValueError("An unrolled chain needs at least one layer")
+        if not isinstance(levels_per_stage, int) or isinstance(levels_per_stage, bool) \
+                or levels_per_stage < 1:
+            raise TypeError(f"Levels per stage must be a positive integer, not "
+                            f"{levels_per_stage!r}")
+        for k, layer in enumerate(layers):
+            if not isinstance(layer, UnrolledLayer):
+                raise TypeError(f"Layers must be UnrolledLayers, not {layer!r}")
+            if k and layer.mw != layers[k - 1].mh:
+                raise ValueError(f"Layer {k} takes {layer.mw} inputs, but layer {k - 1} "
+                                 f"gives {layers[k - 1].mh}")
+            if k and layer.in_type != layers[k - 1].out_type:
+                raise ValueError(f"Layer {k} takes {layer.in_type} inputs, but layer {k - 1} "
+                                 f"gives {layers[k - 1].out_type}")
+        self.layers, self.levels_per_stage = layers, levels_per_stage
+        g = self.graph = AdderGraph()
+        first = layers[0].in_type
+        lo, hi = first.encode([first.min, first.max])
+        self.inputs = [g.input(int(lo), int(hi)) for _ in range(layers[0].mw)]
+        terms = self.inputs
+        for layer in layers:
+            terms = _layer_graph(g, terms, layer)
+        self.outputs = terms
+        self._schedule()
+
+    def _schedule(self):
+        g, per = self.graph, self.levels_per_stage
+        live = g._needed(self.outputs)
+        end, stage = {}, {}
+        for n in sorted(live):
+            node = g.nodes[n]
+            if node.op == "const":
+                continue
+            if node.op == "input":
+                end[n], stage[n] = 0, 0
+                continue
+            start = max((end[t.node] for t in node.operands if t.node in end), default=0)
+            levels = 1 if node.op == "add" else node.info.levels
+            if start // per != (start + levels - 1) // per:
+                start = -(-start // per) * per          # start on the next stage
+            end[n] = start + levels
+            stage[n] = (end[n] - 1) // per
+        self.stage = stage
+        self.stages = max([stage[t.node] for t in self.outputs if t.node in stage], default=0) + 1
+        last = {n: stage[n] for n in stage}
+        for n in stage:
+            for t in g.nodes[n].operands:
+                if t.node in last:
+                    last[t.node] = max(last[t.node], stage[n])
+        for t in self.outputs:
+            if t.node in last:
+                last[t.node] = self.stages
+        self.last_use = last
+
+    @property
+    def latency(self) -> int:
+        return self.stages
+
+    @property
+    def in_type(self) -> DataType:
+        return self.layers[0].in_type
+
+    @property
+    def out_type(self) -> DataType:
+        return self.layers[-1].out_type
+
+    @property
+    def fifo_depth(self) -> int:
+        """Words the output FIFO holds: everything a full-rate stream has in flight
+        (the pipeline, the FIFO's one-cycle pass, the credit count's register)."""
+        return self.latency + 2
+
+    def registers(self, n: int) -> int:
+        """Copies of node ``n`` in pipeline registers."""
+        return self.last_use[n] - self.stage[n]
+
+    def counts(self) -> dict:
+        """Adders, extern operations and register bits as built."""
+        g = self.graph
+        adders = [n for n in self.stage if g.nodes[n].op == "add"]
+        externs = [n for n in self.stage if g.nodes[n].op == "extern"]
+        return {"adders": len(adders), "externs": len(externs),
+                "adder_luts": sum(_add_luts(g.nodes[n]) for n in adders),
+                "extern_luts": sum(g.nodes[n].info.luts for n in externs),
+                "register_bits": sum(self.registers(n) * g.nodes[n].bits for n in self.stage),
+                "stages": self.stages}
+
+    def out_width(self) -> int:
+        return self.layers[-1].mh * shape_of(self.out_type).width
+
+    def resources(self) -> dict:
+        """Estimated LUT4 and flip-flops: the adders and operations of the graph, the
+        pipeline registers, the output FIFO (distributed RAM: a LUT per two bits of
+        width per 16 words, plus its address logic) and the control."""
+        c = self.counts()
+        width, depth = self.out_width(), self.fifo_depth
+        fifo_luts = math.ceil(width / 2) * math.ceil(depth / 16) + 20
+        control_ff = self.latency + 2 * depth.bit_length() + 2
+        return {"lut": c["adder_luts"] + c["extern_luts"] + fifo_luts + 10,
+                "ff": c["register_bits"] + control_ff, "dsp": 0}
+
+    def evaluate(self, codes: np.ndarray) -> np.ndarray:
+        """Output codes for input codes ``codes[..., MW]`` (the graph's own model)."""
+        codes = np.asarray(codes, dtype=np.int64)
+        values = self.graph.evaluate({t.node: codes[..., j] for j, t in enumerate(self.inputs)},
+                                     self.outputs)
+        return np.stack([np.broadcast_to(v, codes.shape[:-1]) for v in values], axis=-1)
+
+
+# --- The hardware ---------------------------------------------------------------------------
+
+def _node_shape(node: Node):
+    return signed(node.bits) if node.signed else unsigned(node.bits)
+
+
+class UnrolledChain(wiring.Component):
+    """A chain of :class:`UnrolledLayer` at one vector per cycle: ``i`` carries a whole
+    input vector (codes of the first layer's ``in_type``), ``o`` a whole output vector.
+    ``levels_per_stage`` logic levels between register banks (see the module
+    documentation); ``latency`` cycles from an input taken to its result entering the
+    output FIFO, which it leaves one cycle later at the earliest."""
+
+    def __init__(self, *, layers, levels_per_stage: int = 3):
+        self._design = UnrolledDesign(layers, levels_per_stage)
+        d = self._design
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(shape_of(d.in_type), d.layers[0].mw))),
+            "o": Out(stream.Signature(data.ArrayLayout(shape_of(d.out_type), d.layers[-1].mh))),
+        })
+
+    design = property(lambda self: self._design)
+    latency = property(lambda self: self._design.latency)
+
+    def elaborate(self, platform):
+        m = Module()
+        d = self._design
+        g = d.graph
+        copies = {}         # node -> [value in its stage, after 1 register, 2, ...]
+
+        def operand(t: Term, stage: int) -> Value:
+            node = g.nodes[t.node]
+            if node.op == "const":
+                v = Const(node.value, _node_shape(node))
+            else:
+                v = copies[t.node][stage - d.stage[t.node]]
+            v = v << t.shift if t.shift else v
+            return -v if t.neg else v
+
+        for i, t in enumerate(d.inputs):
+            copies[t.node] = [self.i.payload[i]]
+        for n in sorted(d.stage):
+            node = g.nodes[n]
+            if node.op == "input":
+                pass
+            else:
+                sig = Signal(_node_shape(node), name=f"n{n}")
+                s = d.stage[n]
+                if node.op == "add":
+                    m.d.comb += sig.eq(self._adder(node, s, operand))
+                else:
+                    m.d.comb += sig.eq(node.info.build(operand(node.operands[0], s)))
+                copies[n] = [sig]
+            for k in range(d.registers(n)):
+                reg = Signal(Value.cast(copies[n][0]).shape(), name=f"n{n}_r{k + 1}",
+                             reset_less=True)
+                m.d.sync += reg.eq(copies[n][-1])
+                copies[n].append(reg)
+
+        out_shape = shape_of(d.out_type)
+        lanes = d.layers[-1].mh
+        word = Signal(data.ArrayLayout(out_shape, lanes))
+        for h, t in enumerate(d.outputs):
+            m.d.comb += word[h].eq(operand(t, d.stages))
+
+        # Credits: take an input only when the FIFO will have room for it whatever the
+        # output side does; ``ready`` is a register.
+        depth = d.fifo_depth
+        m.submodules.fifo = fifo = SyncFIFO(width=Value.cast(word).shape().width, depth=depth)
+        valid = [Signal(name=f"valid{k + 1}") for k in range(d.stages)]
+        count = Signal(range(depth + 1))
+        ready = Signal(init=1)
+        take = Signal()
+        release = Signal()
+        m.d.comb += [take.eq(self.i.valid & ready), self.i.ready.eq(ready),
+                     release.eq(self.o.valid & self.o.ready)]
+        m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1])
+                                           for k in range(1, d.stages)]
+        count_next = count + take - release
+        m.d.sync += [count.eq(count_next), ready.eq(count_next < depth)]
+        m.d.comb += [fifo.w_data.eq(word), fifo.w_en.eq(valid[-1]),
+                     self.o.payload.eq(fifo.r_data), self.o.valid.eq(fifo.r_rdy),
+                     fifo.r_en.eq(self.o.ready)]
+        return m
+
+    @staticmethod
+    def _adder(node: Node, stage: int, operand) -> Value:
+        a, b = node.operands
+        if a.shift == 0 and not a.neg and b.shift > 0:
+            # A ± (B << s): the low s bits are A's; only the high part is an adder.
+            s = b.shift
+            va = operand(Term(a.node), stage)
+            vb = operand(Term(b.node), stage)
+            high = (va >> s) - vb if b.neg else (va >> s) + vb
+            both = Cat(va[:s], high)
+            return both.as_signed() if high.shape().signed else both
+        return operand(a, stage) + operand(b, stage)
