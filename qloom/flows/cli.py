@@ -76,6 +76,9 @@ def _add_compile(sub):
                         "or 'auto': the fastest folding that fits --board")
     p.add_argument("--dsp-budget", type=int, metavar="N",
                    help="multipliers on DSP blocks (default: the board's DSP count)")
+    p.add_argument("--latency", action="store_true",
+                   help="latency mode: every layer at one vector per cycle, dense layers "
+                        "unrolled with their weights built into the logic")
     p.add_argument("--no-pipeline", action="store_true",
                    help="fewer register stages: smaller, lower Fmax")
     _add_load_options(p)
@@ -87,7 +90,8 @@ def _run_compile(args) -> int:
     design = compile_model(
         args.model, args.out, board=args.board, clock_mhz=args.clock,
         target_fps=args.target_fps, fold=args.fold, dsp_budget=args.dsp_budget,
-        pipeline=not args.no_pipeline, load_options=load_options(args),
+        pipeline=not args.no_pipeline, latency=args.latency,
+        load_options=load_options(args),
         progress=lambda msg: print(f"qloom compile: {msg}", file=sys.stderr))
     r = design.report
     print(f"wrote {design.out_dir}: {len(r['layers'])} engines, bottleneck "

@@ -40,6 +40,7 @@ class CompileConfig:
     load_options: dict = field(default_factory=dict)
     pipeline: bool = True
     dsp_budget: int | None = None        # None: the board's DSP count, else unlimited
+    latency: bool = False                # every layer at its fastest: dense layers unrolled
 
 
 @dataclass
@@ -94,7 +95,11 @@ def _clock_mhz(state, cfg) -> float:
 
 def step_fold(state, cfg):
     engines, options = state.engines, state.options
-    if cfg.target_fps is not None:
+    if cfg.latency:
+        if cfg.target_fps is not None:
+            raise QloomError("--latency and --target-fps both choose the folding; give one")
+        base = plan_for_cycles(engines, 0, options, how="latency")
+    elif cfg.target_fps is not None:
         if cfg.target_fps <= 0:
             raise QloomError(f"--target-fps must be positive, not {cfg.target_fps}")
         budget = _clock_mhz(state, cfg) * 1e6 / cfg.target_fps
@@ -115,6 +120,8 @@ def step_fold(state, cfg):
         state.plan = plan_from_file(engines, read_fold_file(cfg.fold), options, base)
     else:
         state.plan = base
+    # The engines as planned: dense layers at one vector per cycle became unrolled ones.
+    state.engines = list(state.plan.engines)
     return state
 
 
