@@ -251,12 +251,18 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
     return outs
 
 
-def _add_luts(node: Node) -> int:
-    """LUT4s of one adder: one per bit of its carry chain (only the part above the
-    unshifted operand's pass-through low bits)."""
+def _passthrough(g: AdderGraph, node: Node) -> int:
+    """Low bits of adder ``node`` = A ± (B << s) that are A's own (``s`` when A is
+    positive, unshifted and wider than ``s``), outside its carry chain."""
     a, b = node.operands
-    passthrough = b.shift if (a.shift == 0 and not a.neg) else 0
-    return max(1, node.bits - passthrough)
+    if a.shift == 0 and not a.neg and b.shift > 0 and g.nodes[a.node].bits > b.shift:
+        return b.shift
+    return 0
+
+
+def _add_luts(g: AdderGraph, node: Node) -> int:
+    """LUT4s of one adder: one per bit of its carry chain."""
+    return max(1, node.bits - _passthrough(g, node))
 
 
 class UnrolledDesign:
@@ -353,7 +359,7 @@ class UnrolledDesign:
         adders = [n for n in self.stage if g.nodes[n].op == "add"]
         externs = [n for n in self.stage if g.nodes[n].op == "extern"]
         return {"adders": len(adders), "externs": len(externs),
-                "adder_luts": sum(_add_luts(g.nodes[n]) for n in adders),
+                "adder_luts": sum(_add_luts(g, g.nodes[n]) for n in adders),
                 "extern_luts": sum(g.nodes[n].info.luts for n in externs),
                 "register_bits": sum(self.registers(n) * g.nodes[n].bits for n in self.stage),
                 "stages": self.stages}
@@ -429,7 +435,7 @@ class UnrolledChain(wiring.Component):
                 sig = Signal(_node_shape(node), name=f"n{n}")
                 s = d.stage[n]
                 if node.op == "add":
-                    m.d.comb += sig.eq(self._adder(node, s, operand))
+                    m.d.comb += sig.eq(self._adder(node, _passthrough(g, node), s, operand))
                 else:
                     m.d.comb += sig.eq(node.info.build(operand(node.operands[0], s)))
                 copies[n] = [sig]
@@ -466,14 +472,19 @@ class UnrolledChain(wiring.Component):
         return m
 
     @staticmethod
-    def _adder(node: Node, stage: int, operand) -> Value:
+    def _adder(node: Node, passthrough: int, stage: int, operand) -> Value:
         a, b = node.operands
-        if a.shift == 0 and not a.neg and b.shift > 0:
+        if passthrough:
             # A ± (B << s): the low s bits are A's; only the high part is an adder.
-            s = b.shift
+            s = passthrough
             va = operand(Term(a.node), stage)
             vb = operand(Term(b.node), stage)
             high = (va >> s) - vb if b.neg else (va >> s) + vb
             both = Cat(va[:s], high)
             return both.as_signed() if high.shape().signed else both
-        return operand(a, stage) + operand(b, stage)
+        # One add or subtract (a negated operand is the subtrahend, never a negation).
+        va = operand(Term(a.node, a.shift), stage)
+        vb = operand(Term(b.node, b.shift), stage)
+        if a.neg:
+            return vb - va
+        return va - vb if b.neg else va + vb

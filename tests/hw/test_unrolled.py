@@ -1,0 +1,189 @@
+# amaranth: UnusedElaboratable=no
+"""Unrolled constant-weight chains against the IR's layer executors, in Amaranth simulation
+under backpressure; their schedule (full rate, latency) and their estimate against the
+adders and registers actually built."""
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+from amaranth.back import rtlil
+
+from qloom.hw.threshold import ThresholdSpec
+from qloom.hw.unrolled import RequantSpec, UnrolledChain, UnrolledDesign, UnrolledLayer
+from qloom.nn.dtypes import BIPOLAR, TERNARY, int_type, uint_type
+from qloom.nn.ir import Dense, MultiThreshold, Requant, Rounding
+from qloom.sim.pysim import run_stream
+
+
+def ref_chain(ir_layers, x):
+    """Values through the IR layers' own ``execute``."""
+    for layer in ir_layers:
+        x = layer.execute(x)
+    return x
+
+
+def _dense(name, w, w_type, in_type):
+    return Dense(name, ("x",), "y", weights=w, w_type=w_type, in_type=in_type)
+
+
+def _requant(name, rng, channels, shift, rounding, in_type, out_type):
+    return Requant(name, ("y",), "z", bias=rng.integers(-60, 60, size=channels), shift=shift,
+                   rounding=rounding, lo=max(0, out_type.min), hi=out_type.max,
+                   in_type=in_type, out_type=out_type)
+
+
+def _thresholds(name, rng, channels, k, in_type, out_type, lo, hi, signs=False):
+    t = np.sort(rng.integers(lo, hi, size=(channels, k)), axis=1)
+    sign = rng.choice([-1, 1], size=channels) if signs else np.ones(channels, dtype=np.int64)
+    bias = np.where(sign < 0, k, 0) + (out_type.encode([out_type.min])[0] if signs else 0)
+    return MultiThreshold(name, ("y",), "z", thresholds=t, bias=bias, sign=sign,
+                          in_type=in_type, out_type=out_type)
+
+
+def _hw(dense, post=None):
+    spec = (RequantSpec.from_layer(post) if isinstance(post, Requant) else
+            ThresholdSpec.from_layer(post) if isinstance(post, MultiThreshold) else None)
+    return UnrolledLayer(dense.weights, dense.w_type, dense.in_type, spec)
+
+
+def _codes(dtype, values):
+    return dtype.encode(values) if dtype.bipolar else values
+
+
+def _run(ir_layers, hw_layers, x, *, per=2, stall=0.3):
+    dut = UnrolledChain(layers=hw_layers, levels_per_stage=per)
+    first, last = hw_layers[0].in_type, hw_layers[-1].out_type
+    words = [list(map(int, w)) for w in _codes(first, x)]
+    run = run_stream(dut, words, len(words), in_stall=stall, out_stall=stall, seed=3)
+    want = _codes(last, ref_chain(ir_layers, x))
+    got = np.array(run.outputs)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(dut.design.evaluate(_codes(first, x)), want)
+    return dut, run
+
+
+@pytest.mark.parametrize("rounding", list(Rounding))
+def test_multibit_chain_with_requant_bit_exact_under_backpressure(rounding):
+    rng = np.random.default_rng(1)
+    i6, u4 = int_type(6), uint_type(4)
+    d0 = _dense("d0", rng.integers(-32, 32, size=(7, 5)), i6, int_type(8))
+    r0 = _requant("r0", rng, 7, 4, rounding, d0.acc_type, u4)
+    d1 = _dense("d1", rng.integers(-32, 32, size=(3, 7)) * (rng.random((3, 7)) < 0.6), i6, u4)
+    x = rng.integers(-128, 128, size=(30, 5))
+    _run([d0, r0, d1], [_hw(d0, r0), _hw(d1)], x)
+
+
+def test_binary_chain_popcounts_with_thresholds():
+    """Bipolar weights and inputs (XNOR-popcount layers) with one threshold each."""
+    rng = np.random.default_rng(2)
+    d0 = _dense("d0", rng.choice([-1, 1], size=(9, 11)), BIPOLAR, BIPOLAR)
+    t0 = _thresholds("t0", rng, 9, 1, d0.acc_type, BIPOLAR, -4, 5)
+    d1 = _dense("d1", rng.choice([-1, 1], size=(4, 9)), BIPOLAR, BIPOLAR)
+    x = rng.choice([-1, 1], size=(25, 11))
+    _run([d0, t0, d1], [_hw(d0, t0), _hw(d1)], x)
+
+
+@pytest.mark.parametrize("w_type, in_type", [(TERNARY, uint_type(3)), (int_type(1), int_type(4)),
+                                             (int_type(4), uint_type(1))])
+def test_select_datapaths_with_multi_thresholds(w_type, in_type):
+    """Ternary and one-bit weights, one-bit inputs; three thresholds with mixed signs."""
+    rng = np.random.default_rng(3)
+    w = rng.integers(w_type.min, w_type.max + 1, size=(6, 10))
+    d0 = _dense("d0", w, w_type, in_type)
+    lo, hi = (int(v) for v in (w.clip(None, 0).sum(1).min() * in_type.max,
+                               w.clip(0, None).sum(1).max() * in_type.max))
+    t0 = _thresholds("t0", rng, 6, 3, d0.acc_type, int_type(3), lo, hi + 1, signs=True)
+    x = rng.integers(in_type.min, in_type.max + 1, size=(25, 10))
+    _run([d0, t0], [_hw(d0, t0)], x, per=1)
+
+
+def test_zero_rows_and_columns_and_powers_of_two():
+    """A neuron with only zero weights is its constant; a dead input is never read."""
+    w = np.array([[0, 0, 0], [4, 0, -8], [1, 0, -1], [-32, 0, 16]])
+    d0 = _dense("d0", w, int_type(6), int_type(5))
+    x = np.random.default_rng(4).integers(-16, 16, size=(12, 3))
+    dut, _ = _run([d0], [_hw(d0)], x, per=3)
+    assert dut.design.counts()["adders"] == 3      # one per neuron with two weights
+
+
+@pytest.mark.parametrize("per", [1, 2, 5])
+def test_one_vector_per_cycle_and_latency(per):
+    rng = np.random.default_rng(5)
+    d0 = _dense("d0", rng.integers(-20, 20, size=(8, 12)), int_type(6), uint_type(6))
+    x = rng.integers(0, 64, size=(40, 12))
+    dut, run = _run([d0], [_hw(d0)], x, per=per, stall=0)
+    assert np.all(np.diff(run.in_cycles) == 1) and np.all(np.diff(run.out_cycles) == 1)
+    assert run.out_cycles[0] - run.in_cycles[0] == dut.latency + 1
+    depth = max(dut.design.graph.nodes[t.node].depth for t in dut.design.outputs)
+    assert dut.latency == -(-depth // per)
+
+
+def _rtlil_counts(dut):
+    """Adders/subtractors written by ``UnrolledChain._adder`` and pipeline register bits,
+    read from the RTLIL Amaranth emits."""
+    text = rtlil.convert(dut)
+    lines, start = inspect.getsourcelines(UnrolledChain._adder)
+    span = range(start, start + len(lines))
+    adders = 0
+    for cell in re.finditer(r'attribute \\src "[^"]*unrolled\.py:(\d+)"\s+cell \$(add|sub) ',
+                            text):
+        adders += int(cell.group(1)) in span
+    regs = sum(int(w) for w, q in re.findall(
+        r"cell \$dff \S+\s+parameter \\WIDTH (\d+)\s+parameter \\CLK_POLARITY 1\s+"
+        r"connect \\D [^\n]+\s+connect \\CLK [^\n]+\s+connect \\Q \\(n\d+_r\d+)", text))
+    return adders, regs
+
+
+@pytest.mark.parametrize("per", [1, 3])
+def test_estimate_counts_what_is_built(per):
+    rng = np.random.default_rng(6)
+    w = rng.integers(-40, 40, size=(10, 9)) * (rng.random((10, 9)) < 0.7)
+    d0 = _dense("d0", w, int_type(7), int_type(6))
+    r0 = _requant("r0", rng, 10, 3, Rounding.HALF_UP, d0.acc_type, uint_type(5))
+    dut = UnrolledChain(layers=[_hw(d0, r0)], levels_per_stage=per)
+    counts = dut.design.counts()
+    adders, regs = _rtlil_counts(dut)
+    assert adders == counts["adders"]
+    assert regs == counts["register_bits"]
+    r = dut.design.resources()
+    assert r["lut"] >= counts["adder_luts"] + counts["extern_luts"] and r["dsp"] == 0
+
+
+def test_shared_products_are_made_once():
+    """Eight neurons with the same weight on an input share its one product."""
+    w = np.full((8, 2), 13)
+    d = UnrolledDesign([UnrolledLayer(w, int_type(6), uint_type(4))], 3)
+    # 13x once per input (two adders: 3x or 5x first, then 13x), then 8 neurons x 1 adder.
+    assert d.counts()["adders"] == 2 * 2 + 8
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"weights": np.zeros((2, 2))}, TypeError, r"Weights must be an integer numpy array"),
+    ({"weights": np.zeros((0, 2), dtype=int)}, ValueError, r"non-empty \[MH, MW\] matrix"),
+    ({"weights": np.full((2, 2), 9)}, ValueError, r"outside INT4 \[-8, 7\]"),
+    ({"post": "relu"}, TypeError, r"must be a RequantSpec, a ThresholdSpec or None"),
+    ({"in_type": "INT4"}, TypeError, r"Input type must be a qloom DataType"),
+])
+def test_layer_validation(kwargs, error, message):
+    args = dict(weights=np.ones((2, 2), dtype=int), w_type=int_type(4), in_type=int_type(4))
+    args.update(kwargs)
+    with pytest.raises(error, match=message):
+        UnrolledLayer(**args)
+
+
+def test_chain_validation():
+    a = UnrolledLayer(np.ones((3, 2), dtype=int), int_type(4), int_type(4))
+    b = UnrolledLayer(np.ones((2, 4), dtype=int), int_type(4), int_type(4))
+    with pytest.raises(ValueError, match=r"Layer 1 takes 4 inputs, but layer 0 gives 3"):
+        UnrolledDesign([a, b], 2)
+    c = UnrolledLayer(np.ones((2, 3), dtype=int), int_type(4), int_type(4))
+    with pytest.raises(ValueError, match=r"Layer 1 takes INT4 inputs, but layer 0 gives INT"):
+        UnrolledDesign([a, c], 2)
+    with pytest.raises(TypeError, match=r"Levels per stage must be a positive integer, not 0"):
+        UnrolledDesign([a], 0)
+    with pytest.raises(ValueError, match=r"at least one layer"):
+        UnrolledDesign([], 2)
+    with pytest.raises(ValueError, match=r"Clamp range \[0, 16\] must lie within UINT4"):
+        RequantSpec(np.zeros(2, dtype=int), 1, Rounding.FLOOR, 0, 16, uint_type(4))
