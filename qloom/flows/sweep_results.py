@@ -137,7 +137,9 @@ def row(point, record: dict | None, folder: Path) -> dict:
              folder=str(folder), status=Status.PENDING)
     if record is None:
         return r
-    r["status"], r["error"] = record.get("status"), record.get("error")
+    # The table keeps the error's first line; the record has all of it and the log's tail.
+    error = record.get("error")
+    r["status"], r["error"] = record.get("status"), error.splitlines()[0] if error else None
     node = record.get("node") or {}
     attempts = record.get("attempts") or []
     last = attempts[-1] if attempts else {}
