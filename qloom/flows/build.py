@@ -28,6 +28,7 @@ from ..hw.board_top import BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll
 from ..hw.protocol import WireFormat
 from ..hw.uart import divisor_for
 from . import outdir, synth
+from .html_report import write_report_html
 
 __all__ = ["BuildResult", "read_design", "fit_check", "build_board", "build_asic",
            "add_parser", "run"]
@@ -247,6 +248,7 @@ def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = 
         except BaseException:
             area.discard(staged.folder)
             raise
+    write_report_html(out, required=False)
     _print_result(staged.result.report)
     return staged.result
 

@@ -19,7 +19,8 @@ __all__ = ["main"]
 
 # Subcommands provided by other modules: (module, description for a missing module).
 _STEP_MODULES = ["qloom.flows.simulate", "qloom.flows.build", "qloom.flows.deploy",
-                 "qloom.flows.host", "qloom.boards.cli", "qloom.flows.sweep"]
+                 "qloom.flows.host", "qloom.flows.board_sim", "qloom.boards.cli",
+                 "qloom.flows.report_cmd", "qloom.flows.sweep"]
 
 
 def _add_inspect(sub):

@@ -26,6 +26,7 @@ from .cost import Family
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
 from .plan import Plan, fifo_plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file, read_fold_file
+from .html_report import write_report_html
 from .report import render_report_md
 
 __all__ = ["CompileConfig", "Design", "compile_model", "run_steps", "STEPS"]
@@ -335,6 +336,7 @@ def _write(state, cfg, area: outdir.Area):
         write_manifest(staging, manifest)
         (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (staging / "report.md").write_text(render_report_md(report))
+        write_report_html(staging, shown_as=area.path)
         area.install(staging)
     except OSError as e:
         area.discard(staging)

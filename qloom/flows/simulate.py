@@ -23,6 +23,7 @@ from ..errors import QloomError
 from ..nn.dtypes import DataType
 from ..sim.packing import ints_to_words, pack_frames, padding, unpack_frames, words_to_ints
 from ..sim.runner import Bench, Simulator, read_manifest, run_rtl
+from .html_report import write_report_html
 
 __all__ = ["simulate", "add_parser", "run"]
 
@@ -156,8 +157,12 @@ def simulate(out_dir, *, inputs: np.ndarray | None = None, random: int | None = 
         "build_seconds": rtl.build_seconds, "run_seconds": rtl.run_seconds,
         "wall_seconds": round(wall, 3),
         "waves_file": None if rtl.waves_file is None else str(rtl.waves_file),
+        # The first frames' first and last word in and out (cycles): the HTML report's timeline.
+        "frame_cycles": {"in": rtl.in_cycles[:16, [0, -1]].tolist(),
+                         "out": rtl.out_cycles[:16, [0, -1]].tolist()},
     }
     (sim_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_report_html(out_dir, required=False)
     return results
 
 
