@@ -39,7 +39,7 @@ class NetSpec:
 
     name: str
     build: Callable[[], "torch.nn.Module"]  # noqa: F821 (torch is imported lazily)
-    side: int             # input images are side x side
+    side: int | tuple[int, int]  # input images are side x side (or height x width)
     channels: int         # grey digits repeated over this many channels
     epochs: int
     batch: int
@@ -58,12 +58,128 @@ def _lfc():
               in_channels=1, out_features=[1024, 1024, 1024], in_features=(28, 28))
 
 
+def _mobilenet():
+    """brevitas' MobileNet-v1 (its DwsConvBlock: depthwise 3x3 then pointwise 1x1, each
+    with BatchNorm and a 4-bit QuantReLU, per-channel activation scales into the depthwise
+    convolutions, TruncAvgPool2d before the classifier) at a width for 24x24 digits, behind
+    an 8-bit input quantizer."""
+    import torch
+    from brevitas.nn import QuantIdentity
+    from brevitas_examples.imagenet_classification.models.mobilenetv1 import MobileNet
+    body = MobileNet(channels=[[8], [16], [32, 32], [64]], first_stage_stride=False,
+                     act_bit_width=4, weight_bit_width=4, first_layer_bit_width=8,
+                     last_layer_bit_width=8, avg_pool_kernel_size=3, first_layer_stride=2,
+                     in_channels=1, num_classes=10)
+    return torch.nn.Sequential(QuantIdentity(bit_width=8, return_quant_tensor=True), body)
+
+
+class _ResNet8:
+    """ResNet-8 as in MLPerf Tiny (a 3x3 stem, three residual stacks of two 3x3 convolutions,
+    the second and third with stride 2 and a 1x1 convolution on the shortcut, global average
+    pooling, a dense classifier) at 8/16/32 channels for 16x16 digits. 4-bit weights,
+    fixed-point (power-of-two scale) activations: each residual Add sums a 6-bit signed
+    branch and a shortcut of its own learned scale, which qloom aligns exactly."""
+
+    @staticmethod
+    def build():
+        import torch
+        from brevitas.nn import QuantConv2d, QuantIdentity, QuantLinear, QuantReLU
+        from brevitas.nn import TruncAvgPool2d
+        from brevitas.quant import (Int8ActPerTensorFixedPoint, Int8WeightPerTensorFixedPoint,
+                                    Uint8ActPerTensorFixedPoint)
+
+        def conv(cin, cout, k, stride=1):
+            return QuantConv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False,
+                               weight_quant=Int8WeightPerTensorFixedPoint, weight_bit_width=4)
+
+        def relu():
+            return QuantReLU(act_quant=Uint8ActPerTensorFixedPoint, bit_width=4,
+                             return_quant_tensor=True)
+
+        def signed():
+            return QuantIdentity(act_quant=Int8ActPerTensorFixedPoint, bit_width=6)
+
+        class Block(torch.nn.Module):
+            def __init__(self, cin, cout, stride):
+                super().__init__()
+                self.conv1, self.bn1, self.act1 = conv(cin, cout, 3, stride), \
+                    torch.nn.BatchNorm2d(cout), relu()
+                self.conv2, self.bn2, self.q2 = conv(cout, cout, 3), torch.nn.BatchNorm2d(cout), \
+                    signed()
+                self.short = None if stride == 1 and cin == cout else torch.nn.Sequential(
+                    conv(cin, cout, 1, stride), torch.nn.BatchNorm2d(cout), signed())
+                self.act = relu()
+
+            def forward(self, x):
+                y = self.q2(self.bn2(self.conv2(self.act1(self.bn1(self.conv1(x))))))
+                skip = x.value if self.short is None else self.short(x)   # float add
+                return self.act(y + skip)
+
+        class ResNet8(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inp = QuantIdentity(act_quant=Uint8ActPerTensorFixedPoint, bit_width=8)
+                self.stem = torch.nn.Sequential(conv(1, 8, 3), torch.nn.BatchNorm2d(8), relu())
+                self.stacks = torch.nn.Sequential(Block(8, 8, 1), Block(8, 16, 2),
+                                                  Block(16, 32, 2))
+                self.pool = TruncAvgPool2d(kernel_size=4, stride=1, bit_width=8,
+                                           float_to_int_impl_type="ROUND")
+                self.fc = QuantLinear(32, 10, bias=False,
+                                      weight_quant=Int8WeightPerTensorFixedPoint,
+                                      weight_bit_width=8)
+
+            def forward(self, x):
+                x = self.pool(self.stacks(self.stem(self.inp(x))))
+                return self.fc(x.flatten(1))
+
+        return ResNet8()
+
+
+def _dscnn():
+    """DS-CNN as in MLPerf Tiny's keyword spotting (a 10x4 convolution with stride 2 and
+    "same" padding on a tall, narrow input, then depthwise-separable blocks, average pooling
+    over the whole map, a dense classifier) at 24 channels on 24x10 digits. The stem's
+    activation is an asymmetric unsigned quantizer (brevitas' ShiftedUint8: a zero point),
+    so the first depthwise convolution pads with that zero point."""
+    import torch
+    from brevitas.nn import QuantConv2d, QuantIdentity, QuantLinear, QuantReLU
+    from brevitas.nn import TruncAvgPool2d
+    from brevitas.quant import ShiftedUint8ActPerTensorFloat
+
+    def conv(cin, cout, k, stride=1, padding=0, groups=1):
+        return QuantConv2d(cin, cout, k, stride=stride, padding=padding, groups=groups,
+                           bias=False, weight_bit_width=4)
+
+    def block(c):
+        return [conv(c, c, 3, padding=1, groups=c), torch.nn.BatchNorm2d(c),
+                QuantReLU(bit_width=4, return_quant_tensor=True),
+                conv(c, c, 1), torch.nn.BatchNorm2d(c),
+                QuantReLU(bit_width=4, return_quant_tensor=True)]
+
+    c = 24
+    layers = [QuantIdentity(bit_width=8, return_quant_tensor=True),
+              # TensorFlow's "same" for 24x10 input, 10x4 kernel, stride 2: pads 4 and 1
+              conv(1, c, (10, 4), stride=2, padding=(4, 1)), torch.nn.BatchNorm2d(c),
+              QuantIdentity(act_quant=ShiftedUint8ActPerTensorFloat, bit_width=4,
+                            return_quant_tensor=True)]
+    for _ in range(3):
+        layers += block(c)
+    layers += [TruncAvgPool2d(kernel_size=(12, 5), stride=1, bit_width=8,
+                              float_to_int_impl_type="ROUND"),
+               torch.nn.Flatten(), QuantLinear(c, 10, bias=False, weight_bit_width=8)]
+    return torch.nn.Sequential(*layers)
+
+
 NETS = {spec.name: spec for spec in [
     # FINN's CNV: 6 3x3 convolutions (64, 64, 128, 128, 256, 256), 2 max pools, 3 dense layers
     NetSpec("cnv_w1a1", lambda: _cnv(1, 1), side=32, channels=3, epochs=3, batch=64, lr=5e-3),
     NetSpec("cnv_w2a2", lambda: _cnv(2, 2), side=32, channels=3, epochs=3, batch=64, lr=5e-3),
     # FINN's LFC: 784 binarized inputs, 3 x 1024 hidden, 10 outputs, all bipolar
     NetSpec("lfc_w1a1", _lfc, side=28, channels=1, epochs=4, batch=64, lr=5e-3),
+    NetSpec("mobilenet_w4a4", _mobilenet, side=24, channels=1, epochs=4, batch=64, lr=5e-3),
+    NetSpec("resnet8_w4a4", _ResNet8.build, side=16, channels=1, epochs=4, batch=64,
+            lr=5e-3),
+    NetSpec("dscnn_w4a4", _dscnn, side=(24, 10), channels=1, epochs=4, batch=64, lr=5e-3),
 ]}
 
 
@@ -78,7 +194,8 @@ def digits(side: int, channels: int):
 
     data = load_digits()
     images = torch.from_numpy(data.images.astype(np.float32) / 16.0)[:, None]
-    images = F.interpolate(images, size=(side, side), mode="bilinear", align_corners=False)
+    size = (side, side) if isinstance(side, int) else tuple(side)
+    images = F.interpolate(images, size=size, mode="bilinear", align_corners=False)
     images = (torch.round(images.clamp(0, 1) * 255) / 255).repeat(1, channels, 1, 1)
     x = images.numpy().astype(np.float32)
     x_train, x_test, y_train, y_test = train_test_split(
@@ -115,7 +232,8 @@ def train(model, spec: NetSpec, x, y) -> None:
             loss = loss_fn(model(xt[idx]), yt[idx])
             loss.backward()
             opt.step()
-            model.clip_weights(-1.0, 1.0)
+            if hasattr(model, "clip_weights"):
+                model.clip_weights(-1.0, 1.0)
             total += float(loss.detach()) * len(idx)
         print(f"  epoch {epoch + 1}/{spec.epochs}: loss {total / len(xt):.3f}", flush=True)
     model.eval()
@@ -181,15 +299,146 @@ def make(spec: NetSpec, out: Path) -> None:
           f"{path.name} {os.path.getsize(path) / 1e6:.1f} MB", flush=True)
 
 
+class _QKerasLike:
+    """A graph as a Keras/QKeras export reaches ONNX, built node by node with onnx.helper:
+    NHWC input transposed to NCHW, an asymmetric 8-bit input quantizer (zero point 128),
+    power-of-two weight and activation scales (QKeras' ``quantized_bits(alpha=1)``),
+    "same" padding as ``auto_pad=SAME_UPPER`` (odd total: one pixel more at the bottom
+    and right), two branches of different scales joined by Concat and read by a depthwise
+    convolution (so the scales stay per channel), an asymmetric 4-bit activation (zero
+    point 6) before a 1x1 convolution, MaxPool, and a Transpose back to NHWC before
+    Reshape and the dense classifier. Weights are random (He), biases small; the
+    BatchNorm statistics are the digits' own (each BatchNormalization's mean and variance
+    measured on the training digits by qonnx, in order)."""
+
+    name = "qkeras_cnn"
+    side = 16
+
+    def __init__(self, rng):
+        self.rng, self.nodes, self.inits, self.count = rng, [], [], 0
+        self.bns = []
+
+    def _name(self, base):
+        self.count += 1
+        return f"{base}_{self.count}"
+
+    def const(self, value):
+        name = self._name("c")
+        self.inits.append(onnx_numpy(np.asarray(value, np.float32), name))
+        return name
+
+    def node(self, op, inputs, domain="", **attrs):
+        from onnx import helper
+        out = self._name(op.lower())
+        self.nodes.append(helper.make_node(op, inputs, [out], name=self._name(op),
+                                           domain=domain, **attrs))
+        return out
+
+    def quant(self, x, scale, bits, signed, zero=0.0, narrow=False):
+        return self.node("Quant", [x, self.const(scale), self.const(zero), self.const(bits)],
+                         domain="qonnx.custom_op.general", signed=int(signed),
+                         narrow=int(narrow), rounding_mode="ROUND")
+
+    def conv(self, x, cin, cout, k, stride=1, group=1, bias=True, **pad):
+        fan_in = (cin // group) * k * k
+        w = self.rng.normal(0, np.sqrt(2 / fan_in), (cout, cin // group, k, k))
+        wq = self.quant(self.const(w), 2.0 ** -2, 4, True, narrow=True)
+        inputs = [x, wq] + ([self.const(self.rng.normal(0, 0.05, cout))] if bias else [])
+        return self.node("Conv", inputs, kernel_shape=[k, k], strides=[stride, stride],
+                         group=group, **pad)
+
+    def bn(self, x, c):
+        gamma = self.const(self.rng.uniform(0.5, 1.5, c))
+        beta = self.const(self.rng.normal(0, 0.1, c))
+        mean, var = self.const(np.zeros(c)), self.const(np.ones(c))
+        self.bns.append((x, mean, var))
+        return self.node("BatchNormalization", [x, gamma, beta, mean, var], epsilon=1e-3)
+
+    def model(self):
+        from onnx import TensorProto, helper
+        x = self.node("Sub", ["input", self.const(0.5)])
+        x = self.quant(x, 1 / 256, 8, False, zero=128.0)
+        x = self.node("Transpose", [x], perm=[0, 3, 1, 2])
+        x = self.conv(x, 1, 8, 3, stride=2, auto_pad="SAME_UPPER")
+        a1 = self.quant(self.node("Relu", [self.bn(x, 8)]), 2.0 ** -2, 4, False)
+        a = self.quant(self.node("Relu", [self.conv(a1, 8, 4, 1)]), 2.0 ** -2, 4, False)
+        b = self.quant(self.node("Relu", [self.conv(a1, 8, 4, 3, auto_pad="SAME_UPPER")]),
+                       2.0 ** -3, 4, False)
+        x = self.node("Concat", [a, b], axis=1)
+        x = self.conv(x, 8, 8, 3, group=8, bias=False, pads=[1, 1, 1, 1])
+        x = self.quant(self.bn(x, 8), 2.0 ** -2, 4, False, zero=6.0)
+        x = self.quant(self.node("Relu", [self.conv(x, 8, 8, 1)]), 2.0 ** -2, 4, False)
+        x = self.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+        x = self.node("Transpose", [x], perm=[0, 2, 3, 1])
+        x = self.node("Reshape", [x, self._shape_const()])
+        w = self.quant(self.const(self.rng.normal(0, 0.1, (128, 10))), 2.0 ** -4, 4, True,
+                       narrow=True)
+        x = self.node("Add", [self.node("MatMul", [x, w]),
+                              self.const(self.rng.normal(0, 0.05, 10))])
+        inp = helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                            [1, self.side, self.side, 1])
+        out = helper.make_tensor_value_info(x, TensorProto.FLOAT, None)
+        graph = helper.make_graph(self.nodes, "qkeras_cnn", [inp], [out], self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+    def _shape_const(self):
+        name = self._name("shape")
+        self.inits.append(onnx_numpy(np.array([-1, 128], np.int64), name))
+        return name
+
+    def calibrate(self, model, x):
+        """Each BatchNormalization's mean and variance set to its input's statistics on
+        ``x``, in graph order (a later layer sees the earlier ones calibrated)."""
+        import onnx
+        from qonnx.core.modelwrapper import ModelWrapper
+        from qonnx.core.onnx_exec import execute_onnx
+        from qonnx.transformation.infer_shapes import InferShapes
+        for tensor, mean, var in self.bns:
+            batch = onnx.ModelProto()
+            batch.CopyFrom(model)
+            batch.graph.input[0].type.tensor_type.shape.dim[0].dim_value = len(x)
+            wrapper = ModelWrapper(batch).transform(InferShapes())
+            ctx = execute_onnx(wrapper, {"input": x}, return_full_exec_context=True)
+            acts = np.asarray(ctx[tensor], np.float64)
+            for init in model.graph.initializer:
+                if init.name in (mean, var):
+                    stat = acts.mean(axis=(0, 2, 3)) if init.name == mean else \
+                        acts.var(axis=(0, 2, 3))
+                    init.CopyFrom(onnx_numpy(stat.astype(np.float32), init.name))
+        return model
+
+
+def onnx_numpy(value, name):
+    import onnx
+    return onnx.numpy_helper.from_array(value, name)
+
+
+def make_qkeras_like(out: Path) -> None:
+    """The QKeras-like graph (no training: random weights, BatchNorm calibrated)."""
+    import onnx
+    print(f"{_QKerasLike.name}:", flush=True)
+    x_train, _, x_test, _ = digits(_QKerasLike.side, 1)
+    to_nhwc = (lambda a: np.ascontiguousarray(np.transpose(a, (0, 2, 3, 1))))
+    builder = _QKerasLike(np.random.default_rng(SEED))
+    model = builder.calibrate(builder.model(), to_nhwc(x_train[:400]))
+    path = out / f"{_QKerasLike.name}.onnx"
+    onnx.save(model, str(path))
+    np.save(out / f"{_QKerasLike.name}_inputs.npy", to_nhwc(x_test))
+    print(f"  {path.name} {os.path.getsize(path) / 1e3:.1f} kB", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=sorted(NETS), action="append",
+    parser.add_argument("--only", choices=sorted(NETS) + [_QKerasLike.name], action="append",
                         help="make only this network (repeatable)")
     parser.add_argument("--out", type=Path, default=HERE, help="output folder (default: here)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.only or NETS:
-        make(NETS[name], args.out)
+    for name in args.only or list(NETS) + [_QKerasLike.name]:
+        if name == _QKerasLike.name:
+            make_qkeras_like(args.out)
+        else:
+            make(NETS[name], args.out)
     return 0
 
 

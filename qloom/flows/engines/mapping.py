@@ -6,12 +6,14 @@ stream order is already the flattened order)."""
 from __future__ import annotations
 
 from ...errors import UnsupportedModelError
-from ...nn.ir import (Add, AvgPool, Conv, Dense, Flatten, MaxPool, MultiThreshold, Network,
-                      Requant)
+from ...nn.ir import (Add, AvgPool, Concat, Conv, Dense, Flatten, IntMul, MaxPool,
+                      MultiThreshold, Network, Requant)
 from .add import AddEngine
 from .avgpool import AvgPoolEngine
+from .concat import ConcatEngine
 from .conv import ConvEngine
 from .dense import DenseEngine
+from .int_mul import IntMulEngine
 from .pool import PoolEngine
 from .requant import RequantEngine
 from .threshold import SEARCH_FROM, ThresholdEngine
@@ -24,7 +26,7 @@ __all__ = ["ENGINES", "UNROLLED_ENGINES", "map_network", "supported_layers"]
 # the flattened order.
 ENGINES = {Dense: DenseEngine, Conv: ConvEngine, MultiThreshold: ThresholdEngine,
            Requant: RequantEngine, MaxPool: PoolEngine, AvgPool: AvgPoolEngine,
-           Add: AddEngine}
+           Add: AddEngine, IntMul: IntMulEngine, Concat: ConcatEngine}
 
 # IR layer type -> the engine implementing it at one vector per cycle with its weights
 # built into the logic (latency mode), which the planner puts in place of the engine
@@ -74,16 +76,11 @@ def map_network(net: Network) -> tuple[list, str, str]:
                 f"no hardware engine for {layer.op} layers yet; supported: "
                 f"{', '.join(supported_layers())}", node=layer.name)
         threshold = fusable(layer) if engine_class.fuses_thresholds else None
-        engine = engine_class.from_layer(_rebind(layer, inputs), net, threshold)
+        # Made from the layer as the network has it (its input shapes are the reshaped
+        # ones), then reading the streams behind any dissolved Flatten.
+        engine = engine_class.from_layer(layer, net, threshold)
+        engine.inputs = inputs
         if threshold is not None:
             fused.add(threshold.name)
         engines.append(engine)
     return engines, real(net.input), real(net.output)
-
-
-def _rebind(layer, inputs):
-    """``layer`` reading ``inputs`` (after Flatten aliases are resolved)."""
-    if tuple(layer.inputs) == tuple(inputs):
-        return layer
-    import dataclasses
-    return dataclasses.replace(layer, inputs=tuple(inputs))

@@ -459,8 +459,8 @@ class LayerBuilders:
         self.new_tensor(layer.output, self.ir_shape(node.output[0], layout), dtype, scale,
                         lo, hi, zero_point)
         self.layers.append(layer)
-        quantized = all(d.quantized for d in data) and len(zps) == 0
-        if quantized:
+        quantized = all(d.quantized for d in data)
+        if all(d.ir in self.onnx_names for d in data) and len({i.zero_point for i in infos}) == 1:
             self.onnx_names[layer.output] = node.output[0]
             self.onnx_layouts[layer.output] = layout.to_onnx
         return Int(layer.output, node.output[0], layout, offset, quantized)
@@ -531,7 +531,7 @@ class LayerBuilders:
         self.new_tensor(layer.output, shape, info.dtype, regroup["scales"],
                         regroup["ranges"], regroup["ranges "], info.zero_point)
         self.layers.append(layer)
-        if src.quantized:
+        if src.ir in self.onnx_names:      # exactly value * scale in qonnx too
             self.onnx_names[layer.output] = node.output[0]
             self.onnx_layouts[layer.output] = layout.to_onnx
         return Int(layer.output, node.output[0], layout, regroup["offsets"], src.quantized)

@@ -1,0 +1,64 @@
+"""Concat along channels: pixels of two or more streams joined, channel groups in turn (a
+chain of two-input ``ChannelConcat`` units for more inputs)."""
+
+from __future__ import annotations
+
+import math
+
+from ...nn.dtypes import DataType
+from ...nn.ir import Concat
+from ..cost import Resources
+from .base import LaneEngine, pixels
+
+__all__ = ["ConcatEngine"]
+
+
+class ConcatEngine(LaneEngine):
+    kind = "concat"
+
+    def __init__(self, layer: Concat, shapes, types: list[DataType], out_type: DataType):
+        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.layer, self.types, self.out_type = layer, list(types), out_type
+        self.widths = [shape[-1] for shape in shapes]
+        self.channels = math.gcd(*self.widths)       # lanes must divide every input
+        self.pixels = pixels(shapes[0])
+
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        return cls(layer, [net.shape_of(t) for t in layer.inputs],
+                   [net.tensors[t].dtype for t in layer.inputs],
+                   net.tensors[layer.output].dtype)
+
+    def cycles(self, fold):
+        return self.pixels * sum(self.widths) // fold.pe
+
+    def buffered_elements(self) -> int:
+        # Each input waits while the other's channels of a pixel pass; the branches may
+        # differ in latency by up to a frame (as a residual's skip path).
+        return self.pixels * max(self.widths)
+
+    def resources(self, fold, options, dsps=0):
+        bits = self.out_type.bits
+        units = len(self.widths) - 1
+        return Resources(lut=units * (fold.pe * bits + 10), ff=units * (fold.pe * bits + 8))
+
+    @property
+    def in_bits(self) -> int:
+        return max(t.bits for t in self.types)
+
+    def nodes(self, fold, options, dsps=0):
+        from ...hw.concat import ChannelConcat
+        from ...hw.top import Node
+        nodes = []
+        current, a_type, a_channels = self.inputs[0], self.types[0], self.widths[0]
+        for k in range(1, len(self.inputs)):
+            last = k == len(self.inputs) - 1
+            out_type = self.out_type
+            unit = ChannelConcat(a_type=a_type, b_type=self.types[k], out_type=out_type,
+                                 a_channels=a_channels, b_channels=self.widths[k],
+                                 lanes=fold.pe)
+            out = self.output if last else f"{self.name}_part{k}"
+            nodes.append(Node(self.name if last else f"{self.name}_{k}", unit,
+                              (current, self.inputs[k]), out))
+            current, a_type, a_channels = out, out_type, a_channels + self.widths[k]
+        return nodes
