@@ -345,8 +345,8 @@ class UnrolledDesign:
 
     @property
     def fifo_depth(self) -> int:
-        """Words the output FIFO holds: everything a full-rate stream has in flight
-        (the pipeline, the FIFO's one-cycle pass, the credit count's register)."""
+        """Words the output FIFO holds: everything a full-rate stream can have in flight
+        (the pipeline, plus slack for the registered credit count)."""
         return self.latency + 2
 
     def registers(self, n: int) -> int:
@@ -396,8 +396,8 @@ class UnrolledChain(wiring.Component):
     """A chain of :class:`UnrolledLayer` at one vector per cycle: ``i`` carries a whole
     input vector (codes of the first layer's ``in_type``), ``o`` a whole output vector.
     ``levels_per_stage`` logic levels between register banks (see the module
-    documentation); ``latency`` cycles from an input taken to its result entering the
-    output FIFO, which it leaves one cycle later at the earliest."""
+    documentation); ``latency`` cycles from an input taken to its result offered at ``o``
+    (the output FIFO is bypassed while it is empty)."""
 
     def __init__(self, *, layers, levels_per_stage: int = 3):
         self._design = UnrolledDesign(layers, levels_per_stage)
@@ -466,9 +466,11 @@ class UnrolledChain(wiring.Component):
                                            for k in range(1, d.stages)]
         count_next = count + take - release
         m.d.sync += [count.eq(count_next), ready.eq(count_next < depth)]
-        m.d.comb += [fifo.w_data.eq(word), fifo.w_en.eq(valid[-1]),
-                     self.o.payload.eq(fifo.r_data), self.o.valid.eq(fifo.r_rdy),
-                     fifo.r_en.eq(self.o.ready)]
+        # The FIFO is bypassed while it is empty: a result leaves the cycle it is ready.
+        direct = ~fifo.r_rdy
+        m.d.comb += [fifo.w_data.eq(word), fifo.w_en.eq(valid[-1] & ~(direct & self.o.ready)),
+                     self.o.valid.eq(fifo.r_rdy | valid[-1]), fifo.r_en.eq(self.o.ready),
+                     self.o.payload.eq(Mux(direct, Value.cast(word), fifo.r_data))]
         return m
 
     @staticmethod

@@ -115,7 +115,7 @@ def test_one_vector_per_cycle_and_latency(per):
     x = rng.integers(0, 64, size=(40, 12))
     dut, run = _run([d0], [_hw(d0)], x, per=per, stall=0)
     assert np.all(np.diff(run.in_cycles) == 1) and np.all(np.diff(run.out_cycles) == 1)
-    assert run.out_cycles[0] - run.in_cycles[0] == dut.latency + 1
+    assert run.out_cycles[0] - run.in_cycles[0] == dut.latency
     depth = max(dut.design.graph.nodes[t.node].depth for t in dut.design.outputs)
     assert dut.latency == -(-depth // per)
 

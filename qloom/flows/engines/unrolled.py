@@ -34,12 +34,14 @@ class UnrolledEngine(Engine):
     kind = "unrolled"
     fold_keys = ("pe", "simd")
 
-    def __init__(self, stages, vectors: int):
+    def __init__(self, stages, vectors: int, inputs: tuple[str, ...] | None = None):
         self.stages, self.vectors = list(stages), vectors
         names = tuple(n for dense, post in self.stages
                       for n in (dense.name,) + ((post.name,) if post is not None else ()))
         last_dense, last_post = self.stages[-1]
-        super().__init__(self.stages[0][0].name, names, self.stages[0][0].inputs,
+        # ``inputs``: the streams it reads, as the mapping bound them (behind Flatten).
+        super().__init__(self.stages[0][0].name, names,
+                         tuple(inputs or self.stages[0][0].inputs),
                          (last_post or last_dense).output)
         self._designs = {}
 
@@ -154,7 +156,7 @@ def unroll(engines, folds: dict) -> tuple[list, dict]:
                     nxt.vectors != e.vectors:
                 break
             current = nxt
-        chain = UnrolledEngine(stages, e.vectors)
+        chain = UnrolledEngine(stages, e.vectors, e.inputs)
         out.append(chain)
         new_folds[chain.name] = chain.fold
     return out, new_folds

@@ -1,0 +1,102 @@
+"""Latency mode: the planner puts unrolled constant-weight engines in place of dense
+engines at one vector per cycle (``--latency``, a fold-file entry, or a frame rate that
+needs it), the compiled top stays bit exact under backpressure at one frame per cycle,
+and the report's estimate is the template's."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qloom.errors import QloomError
+from qloom.flows.compile import CompileConfig, run_steps
+from qloom.flows.engines.base import BuildOptions
+from qloom.flows.engines.unrolled import UnrolledEngine, levels_per_stage
+from qloom.hw.unrolled import UnrolledChain
+
+from nets import binary_mlp, conv_net, multibit_mlp, random_input
+from test_top import rtl_run
+
+MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
+
+
+def _kinds(state):
+    return [e.engine_name for e in state.engines]
+
+
+def test_latency_chains_every_dense_layer_into_one_engine():
+    state = run_steps(multibit_mlp(), CompileConfig(latency=True), until="fold")
+    assert _kinds(state) == ["unrolled"]
+    (engine,) = state.engines
+    assert engine.layers == ("dense0", "thr1", "dense2", "thr3", "dense4")
+    assert state.plan.how == "latency" and state.plan.ideal_ii_cycles == 1
+    # The plan's estimate is the template's own count.
+    design = engine.design(state.options)
+    assert state.plan.resources[engine.name].lut >= design.resources()["lut"]
+    assert state.plan.resources[engine.name].dsp == 0
+
+
+def test_default_plan_keeps_folded_matrix_units():
+    state = run_steps(binary_mlp(), CompileConfig(), until="fold")
+    assert "unrolled" not in _kinds(state)
+
+
+def test_fold_file_entry_at_one_vector_per_cycle_unrolls_that_layer():
+    net = multibit_mlp()
+    fold = {"dense2": {"pe": 6, "simd": 8}}
+    state = run_steps(net, CompileConfig(fold=fold), until="fold")
+    kinds = dict(zip([e.name for e in state.engines], _kinds(state)))
+    assert kinds["dense2"] == "unrolled" and kinds["dense0"].startswith("mvu")
+    unrolled = next(e for e in state.engines if isinstance(e, UnrolledEngine))
+    assert unrolled.layers == ("dense2", "thr3"), "with the threshold fused into it"
+    # A later fold file may still name the layers of the engines before unrolling.
+    assert state.plan.source_folds["dense2"].pe == 6
+
+
+def test_high_frame_rate_plans_unrolled_layers():
+    state = run_steps(multibit_mlp(), CompileConfig(target_fps=100e6, clock_mhz=100),
+                      until="fold")
+    assert _kinds(state) == ["unrolled"]
+
+
+def test_latency_and_target_fps_conflict():
+    with pytest.raises(QloomError, match=r"--latency and --target-fps both choose the "
+                                         r"folding; give one"):
+        run_steps(binary_mlp(), CompileConfig(latency=True, target_fps=1e6), until="fold")
+
+
+def test_levels_per_stage_follow_the_family_and_pipeline_option():
+    from qloom.flows.cost import Family
+    assert levels_per_stage(BuildOptions(family=Family.ECP5)) > \
+        levels_per_stage(BuildOptions(family=Family.ICE40))
+    assert levels_per_stage(BuildOptions(pipeline=False)) > 1000
+
+
+@pytest.mark.parametrize("make", [multibit_mlp, binary_mlp, conv_net])
+def test_latency_mode_top_bit_exact_under_backpressure(make):
+    net = make()
+    x = random_input(net, 12)
+    got, state, _ = rtl_run(net, x, CompileConfig(latency=True), stall=0.3)
+    np.testing.assert_array_equal(got, net.execute_int(x).reshape(12, -1))
+    assert "unrolled" in _kinds(state)
+
+
+def test_latency_mode_top_takes_one_frame_per_cycle():
+    net = multibit_mlp()
+    x = random_input(net, 30)
+    got, state, run = rtl_run(net, x, CompileConfig(latency=True))
+    np.testing.assert_array_equal(got, net.execute_int(x).reshape(30, -1))
+    assert np.all(np.diff(run.in_cycles) == 1) and np.all(np.diff(run.out_cycles) == 1)
+    chain = next(n.component for n in state.top.nodes if isinstance(n.component, UnrolledChain))
+    # The chain plus the top's input and output edges (skid, FIFO, skid each).
+    assert run.out_cycles[0] - run.in_cycles[0] <= chain.latency + 8
+
+
+def test_jet_tagger_latency_plan():
+    pytest.importorskip("qonnx")
+    state = run_steps(str(MODELS / "jettagging_w6a6.onnx"),
+                      CompileConfig(latency=True, board="ulx3s-85f"), until="fold")
+    (engine,) = state.engines
+    assert engine.engine_name == "unrolled" and len(engine.layers) == 7
+    total = state.plan.total
+    assert total.dsp == 0 and state.board.fits(total)
