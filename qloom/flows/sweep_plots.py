@@ -50,6 +50,7 @@ def _fps_vs_lut(plt, rows):
     if drawn:
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.margins(0.15)            # room for the labels of the outermost points
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "no finished points yet", ha="center", transform=ax.transAxes)
