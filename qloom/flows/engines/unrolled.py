@@ -18,7 +18,7 @@ __all__ = ["UnrolledEngine", "unroll", "levels_per_stage"]
 
 # Adder levels between pipeline registers, per family: a level on ECP5 is a carry chain
 # of up to ~25 bits plus its route (about 2 ns); on iCE40 about twice that.
-_LEVELS = {Family.ECP5: 3, Family.GENERIC: 3, Family.ICE40: 2}
+_LEVELS = {Family.ECP5: 4, Family.GENERIC: 4, Family.ICE40: 2}
 
 
 def levels_per_stage(options: BuildOptions) -> int:
