@@ -35,7 +35,6 @@ Amaranth's conversion (through Yosys) keeps them.
 
 from __future__ import annotations
 
-import enum
 import re
 from types import SimpleNamespace
 
@@ -45,28 +44,14 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .harness_codes import COUNT_BITS, CYCLE_BITS, PROBABILITY_ONE, STAMP_BITS, HarnessError
+
 __all__ = ["HarnessError", "StreamHarness", "harness_verilog", "clock_verilog",
            "PROBABILITY_ONE", "CYCLE_BITS", "STAMP_BITS", "COUNT_BITS", "DEFAULT_DEPTH"]
 
-PROBABILITY_ONE = 1 << 16
-CYCLE_BITS = 48
-# Stamps keep the cycle's low 32 bits: they only grow, and two in a row are less than
-# 2**32 cycles apart (the idle timeout fires first), so the reader unwraps them exactly;
-# half the width is half the cost of the records, which run every cycle.
-STAMP_BITS = 32
-COUNT_BITS = 32
 DEFAULT_DEPTH = 2048
 CLOCK_MODULE = "qloom_sim_clock"
 _XORSHIFT_SEED_MIX = 0x9E3779B9   # any odd constant: the second generator's seed offset
-
-
-class HarnessError(enum.IntEnum):
-    """Why the harness stopped (its ``error`` output)."""
-    NONE = 0
-    TIMEOUT = 1        # no handshake for idle_timeout cycles
-    EXTRA_WORD = 2     # an output word beyond the expected count
-    LAST_EARLY = 3     # `last` before a frame's final word
-    LAST_MISSING = 4   # no `last` on a frame's final word
 
 
 def _xorshift32(state):

@@ -18,7 +18,7 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
 
-from .harness import PROBABILITY_ONE, STAMP_BITS, HarnessError
+from .harness_codes import PROBABILITY_ONE, STAMP_BITS, HarnessError
 from .tb_stream import JOB_ENV, _Progress
 
 __all__ = ["run_harness"]
@@ -155,7 +155,7 @@ def _read_rows(mem, partial, record: list[int], count: int, lanes: int, depth: i
 
 def _unwrap(stamps: list[int]) -> list[int]:
     """Whole cycle numbers from the harness's 32-bit stamps, which only grow and are less
-    than 2**32 cycles apart (see qloom.sim.harness.STAMP_BITS)."""
+    than 2**32 cycles apart (see qloom.sim.harness_codes.STAMP_BITS)."""
     whole, base, previous = [], 0, 0
     for stamp in stamps:
         if stamp < previous:
