@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -187,10 +187,12 @@ def qloom(*args: str) -> subprocess.CompletedProcess:
 
 
 def has_command(name: str) -> bool:
+    """Whether ``qloom --help`` lists the subcommand ``name`` (argparse indents each
+    command at the start of its line)."""
     proc = subprocess.run([sys.executable, "-m", "qloom.flows.cli", "--help"],
                           capture_output=True, text=True)
-    return proc.returncode == 0 and f" {name} " in proc.stdout.replace(",", " ").replace(
-        "{", " ").replace("}", " ")
+    return proc.returncode == 0 and re.search(rf"^\s+{re.escape(name)}(\s|$)", proc.stdout,
+                                              re.M) is not None
 
 
 def virtual_board(design: Path, inputs: Path, frames: int) -> dict:

@@ -243,3 +243,94 @@ def test_simulate_and_build_skip_the_page_without_a_compile_report(tmp_path):
     assert not (out / "report.html").exists()
     with pytest.raises(QloomError, match="no report.json"):
         write_report_html(out)
+
+
+# -- in a real browser ---------------------------------------------------------------------
+
+_BROWSER = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+                 if shutil.which(n)), None)
+needs_browser = pytest.mark.skipif(_BROWSER is None, reason="no Chromium to open the page in "
+                                                            "(apt-get install chromium)")
+
+# Appended to a copy of the page (the page itself has no script): after load, the size,
+# shapes and texts of every figure's SVG as the browser laid them out.
+_PROBE = """<script>
+window.addEventListener("load", () => {
+  const figures = [...document.querySelectorAll("figure")].map(f => {
+    const svg = f.querySelector("svg"), box = svg.getBoundingClientRect();
+    return {id: f.id, width: box.width, height: box.height,
+            shapes: svg.querySelectorAll("path, rect, use").length,
+            texts: [...svg.querySelectorAll("text")].map(t => t.textContent)};
+  });
+  const fetched = performance.getEntriesByType("resource").map(e => e.name);
+  const pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify({figures: figures, fetched: fetched});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def _open_in_browser(page_file, tmp_path) -> tuple[list, list, list]:
+    """(figures as Chromium laid them out, what the page fetched, console lines) for the
+    page in ``page_file``. Every host name resolves to nothing: nothing leaves the
+    machine, and a fetch the page tried still shows in its resource timing."""
+    import html as html_lib
+    import subprocess
+    probe = tmp_path / "probe.html"
+    probe.write_text(page_file.read_text().replace("</body>", _PROBE + "</body>"))
+    proc = subprocess.run([_BROWSER, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--enable-logging=stderr", "--v=0", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update",
+                           "--host-resolver-rules=MAP * ~NOTFOUND",
+                           f"--user-data-dir={tmp_path / 'profile'}",
+                           "--dump-dom", probe.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S)
+    assert found, "the probe did not run: " + proc.stdout[-500:]
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+    probe = json.loads(html_lib.unescape(found.group(1)))
+    return probe["figures"], probe["fetched"], console
+
+
+def _check_rendered(opened: tuple, expected_ids: list, names: list):
+    figures, fetched, console = opened
+    assert console == [], console
+    assert fetched == [], fetched
+    assert [f["id"] for f in figures] == expected_ids
+    for f in figures:
+        assert f["width"] > 300 and f["height"] > 100, f
+        assert f["shapes"] > 10, f
+    texts = {t for f in figures for t in f["texts"]}
+    assert set(names) <= texts, set(names) - texts
+
+
+@needs_browser
+def test_page_renders_in_chromium(tmp_path, compiled):
+    out, design = compiled
+    _check_rendered(_open_in_browser(out / "report.html", tmp_path),
+                    ["fig-cycles", "fig-resources", "fig-budget"],
+                    [layer["name"] for layer in design.report["layers"]])
+
+
+BUNDLED = ["tfc_w1a1", "tfc_w2a2", "jettagging_w6a6", "unsw_nb15_w2a2"]
+
+
+@pytest.mark.slow
+@needs_browser
+@needs_icarus
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_models_page_renders_in_chromium(tmp_path, name):
+    """Each bundled model compiled for the iCEBreaker and simulated: the page with every
+    chart but the build's opens in Chromium with no console message."""
+    from pathlib import Path
+    from qloom.flows.simulate import simulate
+    model = Path(__file__).parents[2] / "examples" / "models" / f"{name}.onnx"
+    out = tmp_path / name
+    design = compile_model(model, out, board="icebreaker", fold="auto")
+    simulate(out, random=6, progress=False)
+    _check_rendered(_open_in_browser(out / "report.html", tmp_path),
+                    ["fig-cycles", "fig-resources", "fig-budget", "fig-timeline"],
+                    [layer["name"] for layer in design.report["layers"]]
+                    + ["input (measured)", "output (measured)", "frame 5"])
