@@ -114,6 +114,7 @@ class AdderGraph:
 
     nodes: list = field(default_factory=list)
     _consts: dict = field(default_factory=dict, repr=False)
+    _sums: dict = field(default_factory=dict, repr=False)     # (a, b) -> the adder node
 
     def _new(self, node: Node) -> Term:
         self.nodes.append(node)
@@ -135,7 +136,9 @@ class AdderGraph:
     def extern(self, info, operands: tuple, lo: int, hi: int) -> Term:
         """A node the template implements (``info.levels`` deep, see :class:`Node`)."""
         depth = max((self.nodes[t.node].depth for t in operands), default=0) + info.levels
-        return self._new(Node("extern", int(lo), int(hi), depth, tuple(operands), info=info))
+        # Its value is a variable of its own for the ranges of products of it.
+        return self._new(Node("extern", int(lo), int(hi), depth, tuple(operands), info=info,
+                              scale=(len(self.nodes), 1)))
 
     def range_of(self, t: Term) -> tuple[int, int]:
         return _term_range(self.nodes[t.node], t)
@@ -164,6 +167,15 @@ class AdderGraph:
         return term
 
     def _sum(self, a: Term, b: Term) -> Term:
+        """The adder node ``a + b``, made once: sums that recur (the same two terms in
+        several neurons) share it."""
+        if a.shift == b.shift == 0 and not a.neg and not b.neg and b.node < a.node:
+            a, b = b, a
+        if (a, b) not in self._sums:
+            self._sums[(a, b)] = self._make_sum(a, b)
+        return self._sums[(a, b)]
+
+    def _make_sum(self, a: Term, b: Term) -> Term:
         na, nb = self.nodes[a.node], self.nodes[b.node]
         (alo, ahi), (blo, bhi) = _term_range(na, a), _term_range(nb, b)
         lo, hi = alo + blo, ahi + bhi
@@ -238,22 +250,33 @@ class AdderGraph:
         built[m] = t
         return t
 
-    def dot(self, terms, *, negative_ok: bool = False) -> Term:
+    def dot(self, terms, *, negative_ok: bool = False, positional: bool = False) -> Term:
         """The sum of ``terms`` as a tree of adders, always joining the two shallowest
         (then narrowest) terms first, so that products arriving late from deep adder chains
-        meet the rest of the sum without lengthening the longest path. An empty sum is
-        the constant 0; with ``negative_ok`` false the result is never negated."""
+        meet the rest of the sum without lengthening the longest path. ``positional``
+        joins equally deep terms in the order given instead (neurons whose terms come
+        in the same order then share the sums of equal pairs). An empty sum is the
+        constant 0; with ``negative_ok`` false the result is never negated."""
         terms = list(terms)
         if not terms:
             return self.const(0)
-        heap = [(self._key(t), n, t) for n, t in enumerate(terms)]
+        if positional:
+            # A constant joins after the terms of the first level, not first.
+            last = max(self._key(t)[0] for t in terms)
+
+            def key(t):
+                depth = self._key(t)[0]
+                return (last if depth < 0 else depth,)
+        else:
+            key = self._key
+        heap = [(key(t), n, t) for n, t in enumerate(terms)]
         heapq.heapify(heap)
         count = len(heap)
         while len(heap) > 1:
             _, _, a = heapq.heappop(heap)
             _, _, b = heapq.heappop(heap)
             t = self.add(a, b, negative_ok=negative_ok or len(heap) > 0)
-            heapq.heappush(heap, (self._key(t), count, t))
+            heapq.heappush(heap, (key(t), count, t))
             count += 1
         t = heap[0][2]
         if t.neg and not negative_ok:

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -213,6 +213,36 @@ class _ThresholdOp:
         return self.bias + (count if self.sign > 0 else -count)
 
 
+class _GroupSumOp:
+    """``sum(w_j * x_j)`` over a group of up to four one-bit inputs as a lookup table: one
+    LUT4 per result bit (distributed arithmetic), shared by every neuron whose weights on
+    the group are the same up to sign and a power of two."""
+
+    GROUP = 4
+
+    def __init__(self, weights: tuple, inputs: list):
+        self.weights = weights
+        # The value a lane carries for its bit b: lo + b (codes 0/1, or 0/-1 for INT1).
+        self.lows = [node.lo for node in inputs]
+        self.steps = [node.hi - node.lo for node in inputs]
+        self.table = []
+        for index in range(1 << len(weights)):
+            bits = [(index >> k) & 1 for k in range(len(weights))]
+            self.table.append(sum(w * (lo + step * b) for w, lo, step, b
+                                  in zip(weights, self.lows, self.steps, bits)))
+        self.lo, self.hi = min(self.table), max(self.table)
+        self.levels = 1
+        self.luts = _shape(self.lo, self.hi).bits * (1 << max(0, len(weights) - 4))
+
+    def evaluate(self, *values):
+        return sum(w * v for w, v in zip(self.weights, values))
+
+    def build(self, *values) -> Value:
+        index = Cat(*[Value.cast(v).as_unsigned()[0] for v in values])
+        shape = _node_shape(_shape(self.lo, self.hi))
+        return Array([Const(v, shape) for v in self.table])[index]
+
+
 def _tree(values):
     values = list(values)
     while len(values) > 1:
@@ -233,13 +263,18 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
     post = layer.post
     if isinstance(post, RequantSpec):
         const = const + post.bias + post.offset
+    one_bit = all(g.nodes[t.node].bits == 1 and t.shift == 0 and not t.neg for t in codes)
     products = [g.products(codes[j], w_eff[:, j]) for j in range(layer.mw)]
+    groups = {}
     outs = []
     for h in range(layer.mh):
-        terms = [products[j][int(w_eff[h, j])] for j in range(layer.mw) if w_eff[h, j]]
+        if one_bit:
+            terms = _group_terms(g, codes, w_eff[h], products, groups)
+        else:
+            terms = [products[j][int(w_eff[h, j])] for j in range(layer.mw) if w_eff[h, j]]
         if const[h]:
             terms.append(g.const(int(const[h])))
-        t = g.dot(terms)
+        t = g.dot(terms, positional=one_bit)
         node = g.nodes[t.node]
         if isinstance(post, RequantSpec):
             t = g.extern(_RequantOp(post, node, t.shift), (t,), post.lo, post.hi)
@@ -249,6 +284,33 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
             t = g.extern(op, (t,), int(lo), int(hi))
         outs.append(t)
     return outs
+
+
+def _group_terms(g: AdderGraph, codes: list, row, products, groups: dict) -> list:
+    """A neuron's terms over one-bit inputs: per group of ``_GroupSumOp.GROUP`` inputs one
+    lookup table (shared through ``groups`` with the neurons whose weights there are
+    equal up to sign and a power of two), a lone nonzero weight its product."""
+    size = _GroupSumOp.GROUP
+    terms = []
+    for start in range(0, len(codes), size):
+        ws = [int(w) for w in row[start:start + size]]
+        nonzero = [w for w in ws if w]
+        if not nonzero:
+            continue
+        if len(nonzero) == 1:
+            j = start + next(k for k, w in enumerate(ws) if w)
+            terms.append(products[j][ws[j - start]])
+            continue
+        shift = min((w & -w).bit_length() - 1 for w in nonzero)
+        sign = -1 if nonzero[0] < 0 else 1
+        key = (start, tuple((sign * w) >> shift for w in ws))
+        if key not in groups:
+            operands = tuple(codes[start:start + size])
+            op = _GroupSumOp(key[1], [g.nodes[t.node] for t in operands])
+            groups[key] = g.extern(op, operands, op.lo, op.hi)
+        t = groups[key].shifted(shift)
+        terms.append(-t if sign < 0 else t)
+    return terms
 
 
 def _passthrough(g: AdderGraph, node: Node) -> int:
@@ -437,7 +499,8 @@ class UnrolledChain(wiring.Component):
                 if node.op == "add":
                     m.d.comb += sig.eq(self._adder(node, _passthrough(g, node), s, operand))
                 else:
-                    m.d.comb += sig.eq(node.info.build(operand(node.operands[0], s)))
+                    m.d.comb += sig.eq(node.info.build(*[operand(t, s)
+                                                         for t in node.operands]))
                 copies[n] = [sig]
             for k in range(d.registers(n)):
                 reg = Signal(Value.cast(copies[n][0]).shape(), name=f"n{n}_r{k + 1}",

@@ -151,12 +151,25 @@ def test_estimate_counts_what_is_built(per):
     assert r["lut"] >= counts["adder_luts"] + counts["extern_luts"] and r["dsp"] == 0
 
 
-def test_shared_products_are_made_once():
-    """Eight neurons with the same weight on an input share its one product."""
+def test_shared_products_and_sums_are_made_once():
+    """Neurons with the same weight on an input share its one product; neurons with the
+    same two terms share their sum."""
     w = np.full((8, 2), 13)
     d = UnrolledDesign([UnrolledLayer(w, int_type(6), uint_type(4))], 3)
-    # 13x once per input (two adders: 3x or 5x first, then 13x), then 8 neurons x 1 adder.
-    assert d.counts()["adders"] == 2 * 2 + 8
+    # 13x once per input (two adders: 3x or 5x first, then 13x), one sum for all.
+    assert d.counts()["adders"] == 2 * 2 + 1
+    w[:, 1] = [1, 2, 4, -8, 3, 5, 7, 9]
+    d = UnrolledDesign([UnrolledLayer(w, int_type(6), uint_type(4))], 3)
+    # 13x0 (two adders), x1 times 3, 5, 7, 9 (one adder each), one sum per neuron.
+    assert d.counts()["adders"] == 2 + 4 + 8
+
+
+def test_one_bit_inputs_use_shared_lookup_tables():
+    """Bipolar layers: a lookup table per group of four inputs and sign pattern, shared
+    by the neurons with that pattern (or its negation)."""
+    w = np.array([[1, -1, 1, 1], [-1, 1, -1, -1], [1, 1, 1, 1], [1, -1, 1, 1]])
+    d = UnrolledDesign([UnrolledLayer(w, BIPOLAR, BIPOLAR)], 3)
+    assert d.counts()["externs"] == 2
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
