@@ -315,8 +315,7 @@ def _timeline(f: ReportFiles) -> str:
     ports = {"input": [tuple(s) for s in stamps["in"][:frames]],
              "output": [tuple(s) for s in stamps["out"][:frames]]}
     layers = f.compiled["layers"]
-    input_tensor = f.manifest.get("input", {}).get("tensor", "")
-    busy = charts.pipeline_timeline(layers, input_tensor, [s[0] for s in ports["input"]])
+    busy = charts.pipeline_timeline(layers, [s[0] for s in ports["input"]])
     order = [layer["name"] for layer in layers]
     last = max(busy, key=lambda name: busy[name][0][1])
     estimated = busy[last][0][1] - ports["input"][0][0]

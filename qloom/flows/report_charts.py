@@ -170,7 +170,7 @@ def fmax_chart(fmax_by_clock: dict, target_mhz: float | None) -> str:
     return _svg(fig, "fmax")
 
 
-def pipeline_timeline(layers: list[dict], input_tensor: str, starts: list[int]) -> dict:
+def pipeline_timeline(layers: list[dict], starts: list[int]) -> dict:
     """``{engine: [(start, end) per frame]}``: when each engine works on each frame, by the
     cost model.
 

@@ -101,7 +101,7 @@ def test_timeline_follows_the_graph():
               {"name": "d", "inputs": ["tb", "tc"], "output": "td", "cycles_per_frame": 4},
               {"name": "b", "inputs": ["ta"], "output": "tb", "cycles_per_frame": 3},
               {"name": "c", "inputs": ["ta"], "output": "tc", "cycles_per_frame": 7}]
-    busy = pipeline_timeline(layers, "x", [0, 2])
+    busy = pipeline_timeline(layers, [0, 2])
     assert busy["a"] == [(0, 10), (10, 20)]
     assert busy["b"] == [(10, 13), (20, 23)]
     assert busy["c"] == [(10, 17), (20, 27)]
