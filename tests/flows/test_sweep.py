@@ -366,3 +366,17 @@ def test_sweep_point_with_a_real_icebreaker_build(tmp_path):
     assert row["built_mhz"] <= row["fmax_mhz"] or row["timing_met"] is False
     assert Path(row["folder"], "design", "build", "board_top.bin").is_file()
     assert row["fps"] == pytest.approx(row["built_mhz"] * 1e6 / row["ii_cycles"], rel=1e-3)
+
+
+def test_cli_dry_run_and_errors(tmp_path, capsys):
+    from qloom.flows.cli import main
+    spec = write_spec(tmp_path, TINY)
+    assert main(["sweep", str(spec), "-o", str(tmp_path / "out"), "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "2 points: 0 with results for their inputs (skipped), 2 to run" in err
+    assert "run  tfc_w1a1-icebreaker-auto-board-" in err
+    bad = write_spec(tmp_path, TINY.replace('"icarus"', '"xsim"'), name="bad.toml")
+    assert main(["sweep", str(bad), "-o", str(tmp_path / "out")]) == 2
+    assert "qloom sweep: error: sweep spec" in capsys.readouterr().err
+    assert main(["sweep", str(spec), "-o", str(tmp_path / "out"), "--jobs", "0"]) == 2
+    assert "--jobs must be a positive integer, not 0" in capsys.readouterr().err
