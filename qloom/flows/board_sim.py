@@ -86,6 +86,8 @@ def board_setup(out_dir, *, board: str | None = None) -> BoardSetup:
         raise QloomError(f"no board top for {b.name} at {clock_mhz:g} MHz: {e}") from None
     unelaborated(top)          # only its core is simulated: not the PLL, not the pins
     if report is not None and report.get("uart_divisor") not in (None, top.divisor):
+        unelaborated(top.core)
+        unelaborated(top.core.accelerator)
         raise QloomError(f"{report_path} says the UART divisor is {report['uart_divisor']}, "
                          f"but the board top at {clock_mhz:g} MHz and {baud} baud has "
                          f"{top.divisor}; build again")
