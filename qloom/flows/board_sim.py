@@ -20,6 +20,7 @@ from pathlib import Path
 from ..boards import get_board
 from ..errors import QloomError
 from ..hw.avgpool import unelaborated
+from ..hw.protocol import Status, WireFormat, encode_reply, encode_request
 from ..sim.board_sim import TOP, VirtualBoard, build_board_sim
 from ..sim.runner import _idle_timeout
 from ..manifest import read_manifest
@@ -196,12 +197,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args) -> int:
     virtual, setup = start_board(args.out, board=args.board, frames=args.frames,
                                  timeout=args.timeout)
+    manifest = read_manifest(Path(args.out), ports=True)
+    line_bytes = (sum(WireFormat.from_manifest(manifest[port]).frame_bytes
+                      for port in ("input", "output"))
+                  + len(encode_request(b"")) + len(encode_reply(Status.OK)))
     print(f"[qloom] serial port {virtual.port}   e.g. qloom run {args.out} --port "
           f"{virtual.port} --inputs X.npy", flush=True)
+    print(f"[qloom] a frame is {line_bytes} bytes on the UART, "
+          f"{line_bytes * 10 * setup.clock_hz / setup.baud:,.0f} clock cycles; if the "
+          f"simulation needs longer than qloom run's 2 s per frame, pass --timeout",
+          flush=True)
     print("[qloom] running" + (f" for {args.frames} replies" if args.frames else "")
           + (f", at most {args.timeout:g} s" if args.timeout else "")
           + "; Ctrl-C stops it", flush=True)
-    shown, shown_at = None, 0.0
+    shown, shown_at = 0, 0.0
     try:
         while virtual.running():
             time.sleep(0.25)
