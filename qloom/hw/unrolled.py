@@ -429,16 +429,20 @@ class UnrolledDesign:
     def out_width(self) -> int:
         return self.layers[-1].mh * shape_of(self.out_type).width
 
-    def resources(self) -> dict:
+    def resources(self, lut_ram: bool = True) -> dict:
         """Estimated LUT4 and flip-flops: the adders and operations of the graph, the
-        pipeline registers, the output FIFO (distributed RAM: a LUT per two bits of
-        width per 16 words, plus its address logic) and the control."""
+        pipeline registers, the output FIFO and the control. The FIFO is distributed RAM
+        with ``lut_ram`` (ECP5: a LUT per two bits of width per 16 words), else flip-flops
+        and a read multiplexer (iCE40 has no LUT RAM)."""
         c = self.counts()
         width, depth = self.out_width(), self.fifo_depth
-        fifo_luts = math.ceil(width / 2) * math.ceil(depth / 16) + 20
+        if lut_ram:
+            fifo = {"lut": math.ceil(width / 2) * math.ceil(depth / 16) + 20, "ff": 0}
+        else:
+            fifo = {"lut": width * math.ceil((depth - 1) / 3) + 20, "ff": width * depth}
         control_ff = self.latency + 2 * depth.bit_length() + 2
-        return {"lut": c["adder_luts"] + c["extern_luts"] + fifo_luts + 10,
-                "ff": c["register_bits"] + control_ff, "dsp": 0}
+        return {"lut": c["adder_luts"] + c["extern_luts"] + fifo["lut"] + 10,
+                "ff": c["register_bits"] + fifo["ff"] + control_ff, "dsp": 0}
 
     def evaluate(self, codes: np.ndarray) -> np.ndarray:
         """Output codes for input codes ``codes[..., MW]`` (the graph's own model)."""

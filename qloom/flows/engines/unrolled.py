@@ -80,7 +80,7 @@ class UnrolledEngine(Engine):
         return self.vectors
 
     def resources(self, fold, options, dsps=0):
-        r = self.design(options).resources()
+        r = self.design(options).resources(lut_ram=options.family is not Family.ICE40)
         return Resources(lut=r["lut"], ff=r["ff"], dsp=r["dsp"])
 
     def latency(self, options: BuildOptions) -> int:

@@ -1,0 +1,105 @@
+"""Latency-mode bench: the unrolled constant-weight engine against the matrix-vector unit
+with LUT multipliers at the same II (one vector per cycle, ``pe = MH``, ``simd = MW``,
+no DSP blocks) on the layers of the bundled models, synthesized alone with Yosys; and the
+LUT4s per binary synapse of unrolled binary layers. Each row also gives the template's
+own estimate, so that the cost model can be checked against synthesis.
+
+    python bench/latency.py [--family ecp5|ice40] [--only NAME] [--no-mvu] [--json FILE]
+
+Synthesis of the largest layers takes minutes each (TFC's first layer: 50,176 synapses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+from qloom.errors import ToolError
+from qloom.flows.synth import synthesize
+
+MODELS = Path(__file__).resolve().parents[1] / "examples" / "models"
+TARGETS = {"ice40": ("iCE40UP5K", "SG48"), "ecp5": ("LFE5U-85F", "BG381")}
+_LEVELS = {"ecp5": 4, "ice40": 2}
+
+
+def layers():
+    """(case name, Dense layer, the layer right after it) of the bundled models."""
+    import qloom
+    out = []
+    for model in ("jettagging_w6a6", "tfc_w1a1"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            net = qloom.load(MODELS / f"{model}.onnx")
+        for k, layer in enumerate(net.layers):
+            if layer.op == "Dense":
+                after = net.layers[k + 1] if k + 1 < len(net.layers) else None
+                out.append((f"{model}/{layer.name}", layer, after))
+    return out
+
+
+def unrolled(dense, family):
+    from qloom.hw.unrolled import UnrolledChain, UnrolledLayer
+    return UnrolledChain(layers=[UnrolledLayer(dense.weights, dense.w_type, dense.in_type)],
+                         levels_per_stage=_LEVELS[family])
+
+
+def mvu(dense):
+    from qloom.hw.mvu import MVU
+    return MVU(weights=dense.weights, w_type=dense.w_type, in_type=dense.in_type,
+               pe=dense.mh, simd=dense.mw, dsp_budget=0)
+
+
+def measure(component, family, build_dir) -> dict:
+    device, package = TARGETS[family]
+    r = synthesize(component, family=family, device=device, package=package,
+                   build_dir=build_dir, pnr=False, dsp=False, progress=False)
+    return {"lut4": r.lut, "ff": r.ff, "dsp": r.dsp,
+            "ram_cells": sum(n for t, n in r.cells_by_type.items() if "DPR" in t or "RAM" in t)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--family", choices=sorted(TARGETS), default="ecp5")
+    p.add_argument("--only", help="substring of the case names to run")
+    p.add_argument("--no-mvu", action="store_true", help="only the unrolled engines")
+    p.add_argument("--json", type=Path, help="also write the rows to this file")
+    args = p.parse_args(argv)
+    rows = []
+    print(f"{'layer':28} {'synapses':>8} {'unrolled LUT4':>13} {'(est)':>7} {'FF':>6} "
+          f"{'LUT4/syn':>8} {'MVU LUT4':>9} {'FF':>6} {'MVU/unrolled':>12}")
+    with tempfile.TemporaryDirectory(prefix="qloom-latency-") as tmp:
+        for name, dense, _ in layers():
+            if args.only and args.only not in name:
+                continue
+            synapses = int((dense.weights != 0).sum())
+            unit = unrolled(dense, args.family)
+            est = unit.design.resources()
+            try:
+                row = {"layer": name, "synapses": synapses, "weights": dense.weights.size,
+                       "unrolled": measure(unit, args.family, Path(tmp) / f"{len(rows)}u"),
+                       "unrolled_estimate": est}
+                if not args.no_mvu:
+                    row["mvu"] = measure(mvu(dense), args.family, Path(tmp) / f"{len(rows)}m")
+            except ToolError as e:
+                print(f"{name:28} failed: {str(e).splitlines()[0]}")
+                continue
+            rows.append(row)
+            u = row["unrolled"]
+            per = u["lut4"] / dense.weights.size
+            line = (f"{name:28} {dense.weights.size:>8} {u['lut4']:>13} {est['lut']:>7} "
+                    f"{u['ff']:>6} {per:>8.3f}")
+            if "mvu" in row:
+                m = row["mvu"]
+                line += f" {m['lut4']:>9} {m['ff']:>6} {m['lut4'] / max(1, u['lut4']):>12.2f}"
+            print(line, flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
