@@ -222,9 +222,11 @@ def virtual_board(design: Path, inputs: Path, frames: int) -> dict:
         drain = threading.Thread(target=lambda: [print(l, end="", flush=True)
                                                  for l in board.stdout], daemon=True)
         drain.start()
-        print(f"$ qloom run {design} --port {port} --inputs {few}", flush=True)
+        # The simulated board runs at about 1% of real time: a frame may take longer than
+        # qloom run's default 2 s on a busy machine.
+        print(f"$ qloom run {design} --port {port} --inputs {few} --timeout 60", flush=True)
         run = subprocess.run([sys.executable, "-m", "qloom.flows.cli", "run", str(design),
-                              "--port", port, "--inputs", str(few)])
+                              "--port", port, "--inputs", str(few), "--timeout", "60"])
         board.wait(timeout=120)                   # --frames: it stops after the answers
         drain.join(timeout=5)
     finally:
