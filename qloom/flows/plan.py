@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import QloomError
-from .cost import Resources, ram_cost
+from ..hw.top import edge_depth, estimate_edge
+from .cost import Resources, calibrated
 from .engines.base import BuildOptions, Engine, Fold
 from .engines.unrolled import unroll
 
@@ -73,7 +74,7 @@ def _allocate_dsps(engines, folds, options: BuildOptions) -> dict:
 
 def fifo_plan(engines, folds) -> dict:
     """Per (tensor, engine) edge fed by another engine: (words, lanes) of its FIFO, which
-    sits on the wider side of any width conversion and is at least 3 words deep."""
+    sits on the wider side of any width conversion (``qloom.hw.top.edge_depth``)."""
     producers = {e.output: e for e in engines}
     plan = {}
     for e in engines:
@@ -82,19 +83,39 @@ def fifo_plan(engines, folds) -> dict:
                 continue          # the top-level input: the host sets the pace
             p = producers[t]
             lanes = max(p.out_lanes(folds[p.name]), e.in_lanes(folds[e.name]))
-            plan[(t, e.name)] = (max(3, math.ceil(e.buffered_elements() / lanes)), lanes)
+            plan[(t, e.name)] = (edge_depth(e.buffered_elements(), lanes), lanes)
     return plan
 
 
+def edge_features(engines, folds, options) -> dict:
+    """The edges' estimate features (``qloom.hw.top.estimate_edge``) charged to the
+    engine they feed: every edge between engines, the top-level input's, and the
+    output's (charged to the engine writing it)."""
+    parts = {e.name: [] for e in engines}
+    producers = {e.output: e for e in engines}
+    read = {t for e in engines for t in e.inputs}
+    for e in engines:
+        for t in e.inputs:
+            p = producers.get(t)
+            src = p.out_lanes(folds[p.name]) if p else e.in_lanes(folds[e.name])
+            parts[e.name].append((f"@{t}_to_{e.name}", estimate_edge(
+                src_lanes=src, dst_lanes=e.in_lanes(folds[e.name]), bits=e.in_bits,
+                elements=e.buffered_elements() if p else 0, family=options.family)))
+        if e.output not in read and e.out_bits is not None:
+            lanes = e.out_lanes(folds[e.name])
+            parts[e.name].append((f"@{e.output}_to_out", estimate_edge(
+                src_lanes=lanes, dst_lanes=lanes, bits=e.out_bits, elements=0,
+                family=options.family)))
+    return parts
+
+
 def _fifo_resources(engines, folds, options) -> dict:
-    """Estimated FIFOs in front of each engine: storage, its output register, and the
-    two skid buffers at the ends of the edge (two words each, and their muxes)."""
-    cost = {e.name: Resources() for e in engines}
-    by_name = {e.name: e for e in engines}
-    for (t, name), (words, lanes) in fifo_plan(engines, folds).items():
-        width = lanes * by_name[name].in_bits
-        cost[name] += ram_cost(words - 1, width, options.family) + \
-            Resources(lut=8 + 2 * width, ff=5 * width)
+    """Estimated edges (FIFOs, skid buffers, width converters) per engine they feed."""
+    cost = {}
+    for name, parts in edge_features(engines, folds, options).items():
+        cost[name] = Resources()
+        for _, features in parts:
+            cost[name] += calibrated(features, options.family)
     return cost
 
 

@@ -79,3 +79,16 @@ class ElementwiseAdd(wiring.Component):
                     _value(self.i_a.payload[lane], self._a_type)
                     + _value(self.i_b.payload[lane], self._b_type))
         return m
+
+
+def estimate(*, a_bits: int, b_bits: int, lanes: int, family) -> "Features":
+    """The adder's resources (:class:`qloom.hw.estimate.Features`): an adder and an
+    output register per lane."""
+    from .estimate import Features
+    bits = max(a_bits, b_bits) + 1
+    f = Features("add")
+    f.add("lut", "lanes", lanes * bits)
+    f.add("ff", "lanes", lanes * bits)
+    f.add("lut", "control", 4)
+    f.add("ff", "control", 2)
+    return f

@@ -106,6 +106,20 @@ class AvgPool(wiring.Component):
         output word at one word per cycle, or the input is the bottleneck."""
         return max(self.in_words_per_frame, self.out_words_per_frame * self._taps)
 
+    def estimate(self, family) -> "Features":
+        """Resources (:class:`qloom.hw.estimate.Features`): the sliding window's line
+        buffer and counters, one adder per lane, the running sum and output registers."""
+        from .estimate import Features, memory_cost
+        acc = self._acc_type.bits
+        f = Features("avgpool")
+        f.add_memory("buffer", memory_cost(self.buffer_words,
+                                           self._lanes * self._swg_args["dtype"].bits, family))
+        f.add("lut", "lanes", self._lanes * acc)
+        f.add("ff", "lanes", self._lanes * acc * 2)
+        f.add("lut", "control", 60)
+        f.add("ff", "control", 50)
+        return f
+
     def elaborate(self, platform):
         m = Module()
         m.submodules.swg = swg = SlidingWindow(**self._swg_args)
@@ -165,6 +179,19 @@ class GlobalAvgPool(wiring.Component):
     def cycles_per_frame(self) -> int:
         """One input word per cycle; the output words leave with the last pixel's."""
         return self.in_words_per_frame
+
+    def estimate(self, family) -> "Features":
+        """Resources (:class:`qloom.hw.estimate.Features`): the ring of accumulators, one
+        adder per lane, the output register and counters."""
+        from .estimate import Features
+        acc = self._acc_type.bits
+        f = Features("global_avgpool")
+        f.add("lut", "lanes", self._lanes * acc)
+        f.add("ff", "accumulators", self.accumulators * acc)
+        f.add("ff", "lanes", self._lanes * acc)
+        f.add("lut", "control", 20)
+        f.add("ff", "control", 30)
+        return f
 
     def elaborate(self, platform):
         m = Module()

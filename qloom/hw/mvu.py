@@ -402,3 +402,64 @@ class MVU(wiring.Component):
             for p, value in enumerate(held):
                 meta = rows[p].meta if table.meta_layout is not None else None
                 m.d.sync += self.o.payload[p].eq(table.code(table.count(value, rows[p].t), meta))
+
+
+def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type: DataType,
+             acc_bits: int, thresholds: int, out_bits: int, dsps: int, pipeline: bool,
+             dsp_blocks: bool, weights_block: bool, thresholds_block: bool,
+             buffer_block: bool, family) -> "Features":
+    """The MVU's resources as :class:`qloom.hw.estimate.Features`, from the parameters it
+    is built from: ``thresholds`` fused thresholds per channel of ``out_bits``-bit
+    outputs (0: none), ``dsps`` lanes on DSP blocks (``dsp_blocks``: ECP5 MULT18X18D
+    blocks with their own registers), ``pipeline`` the register stages, and where each
+    memory goes (the ``*_block`` flags, as ``RamStyle`` places them)."""
+    from .estimate import Features, adder_tree_luts, comparator_luts, memory_cost, ram_cost
+    path = select_datapath(w_type, in_type)
+    ib, wb = in_type.bits, w_type.bits
+    f = Features("mvu_" + {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub",
+                           Datapath.MAC: "mac"}[path])
+    f.add("lut", "control", 40)
+    f.add("ff", "control", 30)
+    if path is Datapath.XNOR_POPCOUNT:
+        f.add("lut", "xnor", pe * simd)
+        f.add("lut", "tree", pe * adder_tree_luts(max(1, simd // 4), 3))
+    elif path is Datapath.ADD_SUB:
+        # A select of the other operand or its negation: as wide as that operand.
+        other = ib if is_select_type(w_type) else wb
+        f.add("lut", "select", pe * simd * (other + 1))
+        f.add("lut", "tree", pe * adder_tree_luts(simd, other + 1))
+    else:
+        # A shift-and-add multiplier per lane not on a DSP block.
+        f.add("lut", "multiplier", (pe * simd - dsps) * (2 * ib * wb + 2 * (ib + wb)))
+        f.add("lut", "tree", pe * adder_tree_luts(simd, ib + wb))
+        f.dsp = dsps
+        if pipeline:
+            # The operand register before the multipliers, the products' register (two
+            # partial sums for a LUT multiplier) and the adder tree's. With ECP5 DSP
+            # blocks (which hold their lanes' product registers) every lane has two
+            # more stages.
+            in_blocks = dsps if dsp_blocks else 0
+            lut_lanes = pe * simd - dsps
+            product_stages = 3 if in_blocks else 1
+            f.add("ff", "operands", pe * simd * wb + simd * ib)
+            f.add("ff", "products", (pe * simd - in_blocks + lut_lanes) * (ib + wb)
+                  * product_stages + in_blocks * (ib + wb))
+            if simd > 1:
+                f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))
+    f.add("lut", "accumulator", pe * (acc_bits + 2))
+    f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1))
+    if pipeline:
+        f.add("ff", "tree_stages", pe * (acc_bits + 2) * ((max(2, simd) - 1).bit_length() // 2))
+    f.add_memory("weights", memory_cost((mh // pe) * (mw // simd), pe * simd * wb, family,
+                                        weights_block))
+    # The input vector is buffered for the later neuron folds (only when there are some).
+    f.add("ff", "input", simd * ib)
+    if mh // pe > 1:
+        f.add_memory("buffer", ram_cost(mw // simd, simd * ib, family, buffer_block))
+    if thresholds:
+        f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
+                                      + adder_tree_luts(thresholds, 1)))
+        f.add("ff", "compare", pe * out_bits * 2)
+        f.add_memory("thresholds", memory_cost(mh // pe, pe * thresholds * acc_bits, family,
+                                               thresholds_block))
+    return f

@@ -86,3 +86,18 @@ class MaxPool(wiring.Component):
             with m.If(last):
                 m.d.sync += [tap.eq(0), self.o.valid.eq(1), self.o.payload.eq(reduced)]
         return m
+
+
+def estimate(*, in_w: int, channels: int, kernel: int, stride: int, lanes: int, bits: int,
+             family) -> "Features":
+    """The max pool's resources (:class:`qloom.hw.estimate.Features`): a row of partial
+    maxima, two comparators per lane, the output registers and counters."""
+    from .estimate import Features, comparator_luts, memory_cost
+    f = Features("maxpool")
+    out_w = (in_w - kernel) // stride + 1
+    f.add_memory("row", memory_cost(out_w * (channels // lanes), lanes * bits, family))
+    f.add("lut", "compare", lanes * 2 * comparator_luts(bits))
+    f.add("lut", "control", 40)
+    f.add("ff", "lanes", lanes * bits * 2)
+    f.add("ff", "control", 30)
+    return f

@@ -118,3 +118,20 @@ class Requantizer(wiring.Component):
                              self.o.payload[p].eq(
                                  Mux(r < self._lo, self._lo, Mux(r > self._hi, self._hi, r)))]
         return m
+
+
+def estimate(*, channels: int, lanes: int, in_bits: int, out_bits: int, family) -> "Features":
+    """The requantizer's resources (:class:`qloom.hw.estimate.Features`). Per lane: the
+    offset adder, the rounding increment, the clamp, the offset table over the channel
+    folds (a ROM in LUTs) and the registers between them."""
+    from .estimate import Features, memory_cost
+    bits = in_bits + 2
+    f = Features("requant")
+    table = memory_cost(channels // lanes, bits, family, block=False)
+    f.add("lut", "lanes", lanes * (3 * bits + out_bits))
+    f.add("ff", "lanes", lanes * (3 * bits + out_bits))
+    f.add("lut", "table_lut", lanes * table.lut)
+    f.add("ff", "table_ff", lanes * table.ff)
+    f.add("lut", "control", 10)
+    f.add("ff", "control", 8)
+    return f

@@ -245,3 +245,17 @@ class SlidingWindow(wiring.Component):
                     m.d.sync += [oy.eq(oy + 1), lo_row.eq(next_lo), rel.eq(next_rel),
                                  lo_slot.eq(_add_mod(lo_slot, SH, R))]
         return m
+
+
+def estimate(*, in_w: int, channels: int, kernel: tuple, stride: tuple, simd: int,
+             bits: int, family) -> "Features":
+    """The sliding window's resources (:class:`qloom.hw.estimate.Features`): its line
+    buffer of ``(KH + SH)`` image rows (``buffer_words``) and its counters."""
+    from .estimate import Features, ram_cost
+    f = Features("swg")
+    f.add("lut", "control", 60)
+    f.add("ff", "control", 50)
+    rows = kernel[0] + stride[0]
+    f.add_memory("buffer", ram_cost(rows * in_w * channels // simd, simd * bits, family))
+    f.add("ff", "output", simd * bits)
+    return f

@@ -278,3 +278,22 @@ class SystolicArray(wiring.Component):
                 out_valid = done_valid
         m.d.comb += [out_fifo.i.payload.eq(results), out_fifo.i.valid.eq(out_valid)]
         return m
+
+
+def estimate(*, mh: int, mw: int, rows: int, cols: int, w_bits: int, in_bits: int,
+             acc_bits: int, dsps: int, family) -> "Features":
+    """The array's resources (:class:`qloom.hw.estimate.Features`): per PE a multiplier
+    (a DSP block for ``dsps`` of them, shift-and-add logic for the rest), an adder and its
+    partial-sum and operand registers; the weight memory; the skew registers."""
+    from .estimate import Features, memory_cost
+    f = Features("systolic")
+    pes = rows * cols
+    f.add("lut", "multiplier", (pes - dsps) * (2 * in_bits * w_bits + 2 * (in_bits + w_bits)))
+    f.add("lut", "adder", pes * acc_bits)
+    f.add("ff", "pe_registers", pes * (acc_bits + in_bits))
+    f.add("ff", "skew", rows * in_bits * (rows - 1) // 2 + cols * acc_bits * (cols - 1) // 2)
+    f.add("lut", "control", 40)
+    f.add("ff", "control", 30)
+    f.dsp = dsps
+    f.add_memory("weights", memory_cost((mh // cols) * (mw // rows), pes * w_bits, family))
+    return f

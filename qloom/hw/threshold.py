@@ -109,6 +109,43 @@ class ThresholdMode(enum.Enum):
     BINARY_SEARCH = "binary_search"
 
 
+# From this many thresholds per channel on, the pipelined binary search (one comparator
+# and a small memory per step) is smaller than comparing against all of them at once.
+SEARCH_FROM = 31
+
+
+def mode_for(thresholds: int) -> ThresholdMode:
+    """The cheaper mode for ``thresholds`` thresholds per channel."""
+    return ThresholdMode.BINARY_SEARCH if thresholds >= SEARCH_FROM else ThresholdMode.PARALLEL
+
+
+def estimate(*, channels: int, thresholds: int, lanes: int, in_bits: int, out_bits: int,
+             mode: ThresholdMode, family) -> "Features":
+    """The thresholding unit's resources (:class:`qloom.hw.estimate.Features`), both
+    modes taking one word per cycle (the binary search is pipelined)."""
+    from .estimate import Features, adder_tree_luts, comparator_luts, memory_cost
+    f = Features("threshold")
+    folds = channels // lanes
+    if mode is ThresholdMode.BINARY_SEARCH:
+        # Stage s keeps, per lane, a memory of 2**s thresholds per channel fold.
+        steps = thresholds.bit_length()
+        f.add("lut", "search", lanes * steps * (comparator_luts(in_bits) + steps))
+        f.add("ff", "search", lanes * steps * (2 * in_bits + steps))
+        f.add("lut", "control", 30)
+        f.add("ff", "control", 10)
+        for s in range(steps):
+            for _ in range(lanes):
+                f.add_memory("stages", memory_cost(folds * 2 ** s, in_bits, family))
+        return f
+    f.add("lut", "compare", lanes * (thresholds * comparator_luts(in_bits)
+                                     + adder_tree_luts(thresholds, 1)))
+    f.add("ff", "lanes", lanes * (in_bits + out_bits))
+    f.add("lut", "control", 20)
+    f.add("ff", "control", 10)
+    f.add_memory("thresholds", memory_cost(folds, lanes * thresholds * in_bits, family))
+    return f
+
+
 class ThresholdTable:
     """A spec's constants laid out for ``pe`` lanes, for inputs carried as *codes* ``q`` in
     ``[lo, hi]`` standing for the values ``scale * q + offset`` (``scale`` 1 or 2: plain

@@ -24,11 +24,48 @@ from .fifo import StreamFIFO
 from .skid import SkidBuffer
 from .width import WidthConverter
 
-__all__ = ["Node", "AcceleratorTop", "frame_layout"]
+__all__ = ["Node", "AcceleratorTop", "frame_layout", "edge_depth", "estimate_edge"]
 
 
 # The shallowest SyncFIFOBuffered that takes and gives one word every cycle.
 _FULL_RATE_DEPTH = 3
+
+
+def edge_depth(elements: int, lanes: int) -> int:
+    """Words of an edge's FIFO holding ``elements`` elements in words of ``lanes``."""
+    return max(_FULL_RATE_DEPTH, math.ceil(elements / lanes))
+
+
+def _width_steps(a: int, b: int) -> list[int]:
+    """The lane counts an edge converts ``a`` lanes through to reach ``b``."""
+    if a == b:
+        return []
+    return [b] if (a % b == 0 or b % a == 0) else [math.gcd(a, b), b]
+
+
+def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
+                  family) -> "Features":
+    """The resources of one edge as ``AcceleratorTop._edge`` builds it
+    (:class:`qloom.hw.estimate.Features`): a skid buffer at each end (two words and a
+    mux each), the FIFO on the wider side (its storage, output register and counters)
+    and the width converters between."""
+    from .estimate import Features, ram_cost
+    f = Features("edge")
+    lanes = max(src_lanes, dst_lanes)
+    width = lanes * bits
+    f.add("ff", "skid", 2 * (src_lanes + dst_lanes) * bits)
+    f.add("lut", "skid", (src_lanes + dst_lanes) * bits)
+    depth = edge_depth(elements, lanes)
+    f.add_memory("fifo", ram_cost(depth - 1, width, family))
+    f.add("ff", "fifo_out", width)
+    f.add("lut", "fifo_control", 8)
+    f.add("ff", "fifo_control", 2 * depth.bit_length())
+    lanes_in = src_lanes
+    for out in _width_steps(src_lanes, dst_lanes):
+        f.add("ff", "width", max(lanes_in, out) * bits)
+        f.add("lut", "width", max(lanes_in, out) * bits)
+        lanes_in = out
+    return f
 
 
 def frame_layout(elem_shape, lanes: int) -> data.StructLayout:
@@ -122,15 +159,14 @@ class AcceleratorTop(wiring.Component):
         src = skid(src, src_layout, "skid_in")
 
         def fifo(stream_in, layout, suffix, depth):
-            unit = StreamFIFO(shape=layout, depth=max(depth, _FULL_RATE_DEPTH))
+            unit = StreamFIFO(shape=layout, depth=depth)
             m.submodules[f"{name}_{suffix}"] = unit
             wiring.connect(m, stream_in, unit.i)
             return unit.o
 
         def convert(stream_in):
             lanes_in = a
-            steps = [b] if (a % b == 0 or b % a == 0) else [math.gcd(a, b), b]
-            for k, lanes in enumerate(steps):
+            for k, lanes in enumerate(_width_steps(a, b)):
                 conv = WidthConverter(elem_shape=src_layout.elem_shape, in_lanes=lanes_in,
                                       out_lanes=lanes)
                 m.submodules[f"{name}_width{k}"] = conv
@@ -139,15 +175,15 @@ class AcceleratorTop(wiring.Component):
             return stream_in
 
         if a == b:
-            out = fifo(src, src_layout, "fifo", math.ceil(elements / a))
+            out = fifo(src, src_layout, "fifo", edge_depth(elements, a))
         elif b > a:
             # Widening: assemble words first, then buffer whole consumer words.
-            out = fifo(convert(src), dst_layout, "fifo", math.ceil(elements / b))
+            out = fifo(convert(src), dst_layout, "fifo", edge_depth(elements, b))
         else:
             # Narrowing: buffer producer words. The skid buffer behind the converter gives
             # it the slack to split the next word while the consumer has not taken this
             # one (a FIFO there made FIFO -> converter -> FIFO the iCE40 critical path).
-            out = convert(fifo(src, src_layout, "fifo", math.ceil(elements / a)))
+            out = convert(fifo(src, src_layout, "fifo", edge_depth(elements, a)))
         return skid(out, dst_layout, "skid_out")
 
     def elaborate(self, platform):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...nn.dtypes import DataType
 from ...nn.ir import Add
-from ..cost import Resources
 from .base import LaneEngine
 
 __all__ = ["AddEngine"]
@@ -33,9 +32,10 @@ class AddEngine(LaneEngine):
     def cycles(self, fold):
         return self.elements // fold.pe
 
-    def resources(self, fold, options, dsps=0):
-        bits = max(self.a_type.bits, self.b_type.bits) + 1
-        return Resources(lut=fold.pe * bits + 4, ff=fold.pe * bits + 2)
+    def features(self, fold, options, dsps=0):
+        from ...hw import add
+        return [("", add.estimate(a_bits=self.a_type.bits, b_bits=self.b_type.bits,
+                                  lanes=fold.pe, family=options.family))]
 
     @property
     def in_bits(self) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ...nn.dtypes import DataType
 from ...nn.ir import AvgPool
-from ..cost import Resources, memory_cost
 from .base import LaneEngine
 
 __all__ = ["AvgPoolEngine"]
@@ -47,17 +46,8 @@ class AvgPoolEngine(LaneEngine):
     def cycles(self, fold):
         return self._asked(fold.pe).cycles_per_frame
 
-    def resources(self, fold, options, dsps=0):
-        unit = self._asked(fold.pe)
-        acc = unit.acc_type.bits
-        if self.is_global:
-            # The ring of accumulators, one adder per lane, the output register, counters.
-            return Resources(lut=fold.pe * acc + 20,
-                             ff=unit.accumulators * acc + fold.pe * acc + 30)
-        line = memory_cost(unit.buffer_words, fold.pe * self.dtype.bits, options.family)
-        # The sliding window's counters and address arithmetic, one adder per lane and the
-        # running sum and output registers.
-        return line + Resources(lut=fold.pe * acc + 60, ff=fold.pe * acc * 2 + 50)
+    def features(self, fold, options, dsps=0):
+        return [("", self._asked(fold.pe).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:

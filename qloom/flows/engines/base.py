@@ -8,7 +8,7 @@ import abc
 from dataclasses import dataclass
 
 from ...errors import QloomError
-from ..cost import Family, Resources
+from ..cost import Family, Resources, calibrated
 
 __all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "ChannelEngine", "divisors"]
 
@@ -70,9 +70,20 @@ class Engine(abc.ABC):
     def cycles(self, fold: Fold) -> int:
         """Ideal cycles per frame at this folding."""
 
-    @abc.abstractmethod
+    def features(self, fold: Fold, options: BuildOptions, dsps: int = 0) -> list:
+        """What the templates this engine builds are made of, as ``(suffix, Features)``
+        per hardware node (``suffix`` added to the engine's name gives the node's name):
+        each template estimates itself (``estimate`` next to its class, see
+        ``qloom.hw.estimate``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no estimate features")
+
     def resources(self, fold: Fold, options: BuildOptions, dsps: int = 0) -> Resources:
-        """Estimated resources; ``dsps`` multipliers of this engine go on DSP blocks."""
+        """Estimated resources; ``dsps`` multipliers of this engine go on DSP blocks: its
+        templates' features, calibrated for the family."""
+        total = Resources()
+        for _, features in self.features(fold, options, dsps):
+            total += calibrated(features, options.family)
+        return total
 
     @abc.abstractmethod
     def nodes(self, fold: Fold, options: BuildOptions, dsps: int = 0) -> list:
@@ -93,6 +104,12 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def out_lanes(self, fold: Fold) -> int: ...
+
+    @property
+    def out_bits(self) -> int | None:
+        """Bits of one output element, where the engine knows them (for the estimate of
+        the accelerator's output edge)."""
+        return None
 
     def multipliers(self, fold: Fold) -> int:
         """Multipliers this engine instantiates (candidates for DSP blocks)."""

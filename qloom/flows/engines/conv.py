@@ -5,10 +5,8 @@ the following activation's thresholds fused into the matrix unit's output."""
 from __future__ import annotations
 
 from ...nn.ir import Conv, MultiThreshold
-from ..cost import Resources, memory_cost
 from .base import Engine, Fold, divisors
-from .dense import (datapath_of, memory_styles, mvu_registers, mvu_resources,
-                    threshold_spec)
+from .dense import datapath_of, memory_styles, mvu_features, mvu_registers, threshold_spec
 
 __all__ = ["ConvEngine"]
 
@@ -55,25 +53,39 @@ class ConvEngine(Engine):
     def multiplier_bits(self):
         return self.conv.in_type.bits * self.conv.w_type.bits
 
-    def resources(self, fold, options, dsps=0):
-        kh, kw = self.conv.kernel
-        bits = self.conv.in_type.bits
-        # Line buffer: (kh - 1) full rows plus kw pixels, then the window registers.
-        swg = memory_cost(((kh - 1) * self.in_w + kw) * (self.in_c // fold.simd),
-                          fold.simd * bits, options.family) + Resources(lut=60, ff=50)
-        acc_bits = self.conv.acc_type(self.in_c).bits
-        unit = mvu_resources(mh=self.out_c, mw=self.mw, pe=fold.pe, simd=fold.simd,
-                             w_type=self.conv.w_type, in_type=self.conv.in_type,
-                             acc_bits=acc_bits, threshold=self.threshold, options=options,
-                             dsps=dsps)
-        if self.systolic:
-            # No adder tree, a register per PE for the partial sum and the skew registers.
-            unit += Resources(ff=fold.pe * fold.simd * (acc_bits + bits))
-        return swg + unit
+    def features(self, fold, options, dsps=0):
+        from ...hw import swg, systolic, threshold
+        conv, family = self.conv, options.family
+        window = swg.estimate(in_w=self.in_w, channels=self.in_c, kernel=conv.kernel,
+                              stride=conv.stride, simd=fold.simd, bits=conv.in_type.bits,
+                              family=family)
+        acc_bits = conv.acc_type(self.in_c).bits
+        if not self.systolic:
+            return [("_swg", window),
+                    ("", mvu_features(mh=self.out_c, mw=self.mw, pe=fold.pe, simd=fold.simd,
+                                      w_type=conv.w_type, in_type=conv.in_type,
+                                      acc_bits=acc_bits, threshold=self.threshold,
+                                      options=options, dsps=dsps))]
+        array = systolic.estimate(mh=self.out_c, mw=self.mw, rows=fold.simd, cols=fold.pe,
+                                  w_bits=conv.w_type.bits, in_bits=conv.in_type.bits,
+                                  acc_bits=acc_bits, dsps=dsps, family=family)
+        parts = [("_swg", window), ("", array)]
+        if self.threshold is not None:
+            t = self.threshold
+            parts.append(("_thr", threshold.estimate(
+                channels=self.out_c, thresholds=t.num_thresholds, lanes=fold.pe,
+                in_bits=acc_bits, out_bits=t.out_type.bits,
+                mode=threshold.ThresholdMode.PARALLEL, family=family)))
+        return parts
 
     @property
     def in_bits(self) -> int:
         return self.conv.in_type.bits
+
+    @property
+    def out_bits(self) -> int:
+        t = self.threshold
+        return t.out_type.bits if t is not None else self.conv.acc_type(self.in_c).bits
 
     def in_lanes(self, fold):
         return fold.simd
@@ -88,7 +100,8 @@ class ConvEngine(Engine):
         windows = f"{self.name}_windows"
         swg = SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
                             kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
-                            dtype=conv.in_type, simd=fold.simd)
+                            dtype=conv.in_type, simd=fold.simd,
+                            pad_code=int(conv.in_type.encode(conv.pad_value)))
         weights = conv.dense_weights(self.in_c)
         spec = threshold_spec(self.threshold)
         if self.systolic:

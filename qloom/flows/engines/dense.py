@@ -3,20 +3,15 @@ following activation's thresholds fused into its output."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from ...hw.mvu_datapath import Datapath, is_select_type, select_datapath
+from ...hw.mvu_datapath import Datapath, select_datapath
 from ...nn.dtypes import DataType
 from ...nn.ir import Dense, MultiThreshold
-from ..cost import (Family, Resources, adder_tree_luts, comparator_luts, memory_cost, ram_cost,
-                    use_block_ram)
+from ..cost import Family, use_block_ram
 from .base import BuildOptions, Engine, Fold, divisors, pixels
 
-__all__ = ["DenseEngine", "datapath_of", "dsp_primitive", "mvu_registers", "mvu_resources"]
-
-_CONTROL = Resources(lut=40, ff=30)
-
+__all__ = ["DenseEngine", "datapath_of", "dsp_primitive", "mvu_registers", "mvu_features"]
 
 # The engine names' suffix per datapath.
 _SUFFIX = {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub", Datapath.MAC: "mac"}
@@ -28,57 +23,22 @@ def datapath_of(w_type: DataType, in_type: DataType) -> str:
     return _SUFFIX[select_datapath(w_type, in_type)]
 
 
-def mvu_resources(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
-                  in_type: DataType, acc_bits: int, threshold: MultiThreshold | None,
-                  options: BuildOptions, dsps: int) -> Resources:
-    """Estimated resources of one matrix-vector unit folded (pe, simd)."""
-    path = datapath_of(w_type, in_type)
-    ib, wb = in_type.bits, w_type.bits
-    if path == "xnor":
-        lane = Resources(lut=simd + adder_tree_luts(max(1, simd // 4), 3))
-    elif path == "addsub":
-        # A select of the other operand or its negation: as wide as that operand.
-        other = ib if is_select_type(w_type) else wb
-        lane = Resources(lut=simd * (other + 1) + adder_tree_luts(simd, other + 1))
-    else:
-        # A shift-and-add multiplier: fitted to Yosys on iCE40 (UINT6 x INT6 MVUs with 4,
-        # 8 and 16 lanes: 111 LUT4 per lane with its share of the tree and accumulator).
-        mul_luts = 2 * ib * wb + 2 * (ib + wb)
-        lane = Resources(lut=simd * mul_luts + adder_tree_luts(simd, ib + wb))
-    compute = Resources(lut=pe * lane.lut)
-    if path == "mac" and dsps:
-        compute = Resources(lut=compute.lut - dsps * mul_luts, dsp=dsps)
-    if path == "mac" and options.pipeline:
-        # The operand register before the multipliers, the products' register (two
-        # partial sums for a LUT multiplier) and the adder tree's. With ECP5 DSP blocks
-        # (which hold their lanes' product registers) every lane has two more stages.
-        in_blocks = dsps if dsp_primitive(options, w_type, in_type) else 0
-        lut_lanes = pe * simd - dsps
-        product_stages = 3 if in_blocks else 1
-        compute += Resources(ff=pe * simd * wb + simd * ib
-                             + (pe * simd - in_blocks + lut_lanes) * (ib + wb) * product_stages
-                             + in_blocks * (ib + wb)
-                             + (pe * (ib + wb + math.ceil(math.log2(simd))) if simd > 1
-                                else 0))
-    acc = Resources(lut=pe * (acc_bits + 2), ff=pe * acc_bits * (2 if options.pipeline else 1))
-    tree_regs = Resources(ff=pe * (acc_bits + 2) * (math.ceil(math.log2(max(2, simd))) // 2)
-                          if options.pipeline else 0)
+def mvu_features(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
+                 in_type: DataType, acc_bits: int, threshold: MultiThreshold | None,
+                 options: BuildOptions, dsps: int, template=None):
+    """The MVU's (or, with ``template``, that template's) estimate features for one
+    folding, with the memory placement and register stages this engine builds it with."""
+    from ...hw import mvu
     styles = memory_styles(mh, mw, pe, simd, w_type, in_type, acc_bits, threshold,
                            options.family)
-    weights = memory_cost((mh // pe) * (mw // simd), pe * simd * wb, options.family,
-                          styles.weights)
-    # The input vector is buffered for the later neuron folds (only when there are some).
-    inbuf = Resources(ff=simd * ib)
-    if mh // pe > 1:
-        inbuf += ram_cost(mw // simd, simd * ib, options.family, styles.buffer)
-    total = _CONTROL + compute + acc + tree_regs + weights + inbuf
-    if threshold is not None:
-        k = threshold.num_thresholds
-        out_bits = threshold.out_type.bits
-        total += Resources(lut=pe * (k * comparator_luts(acc_bits) + adder_tree_luts(k, 1)),
-                           ff=pe * out_bits * 2)
-        total += memory_cost(mh // pe, pe * k * acc_bits, options.family, styles.thresholds)
-    return total
+    return (template or mvu).estimate(
+        mh=mh, mw=mw, pe=pe, simd=simd, w_type=w_type, in_type=in_type, acc_bits=acc_bits,
+        thresholds=threshold.num_thresholds if threshold is not None else 0,
+        out_bits=threshold.out_type.bits if threshold is not None else 0, dsps=dsps,
+        pipeline=options.pipeline,
+        dsp_blocks=dsp_primitive(options, w_type, in_type) is not None,
+        weights_block=styles.weights, thresholds_block=styles.thresholds,
+        buffer_block=styles.buffer, family=options.family)
 
 
 class DenseEngine(Engine):
@@ -113,15 +73,21 @@ class DenseEngine(Engine):
     def multiplier_bits(self):
         return self.dense.in_type.bits * self.dense.w_type.bits
 
-    def resources(self, fold, options, dsps=0):
-        return mvu_resources(mh=self.dense.mh, mw=self.dense.mw, pe=fold.pe, simd=fold.simd,
-                             w_type=self.dense.w_type, in_type=self.dense.in_type,
-                             acc_bits=self.dense.acc_type.bits, threshold=self.threshold,
-                             options=options, dsps=dsps)
+    def features(self, fold, options, dsps=0):
+        return [("", mvu_features(mh=self.dense.mh, mw=self.dense.mw, pe=fold.pe,
+                                  simd=fold.simd, w_type=self.dense.w_type,
+                                  in_type=self.dense.in_type,
+                                  acc_bits=self.dense.acc_type.bits, threshold=self.threshold,
+                                  options=options, dsps=dsps))]
 
     @property
     def in_bits(self) -> int:
         return self.dense.in_type.bits
+
+    @property
+    def out_bits(self) -> int:
+        t = self.threshold
+        return t.out_type.bits if t is not None else self.dense.acc_type.bits
 
     def in_lanes(self, fold):
         return fold.simd

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...nn.dtypes import DataType
 from ...nn.ir import MaxPool
-from ..cost import Resources, comparator_luts, memory_cost
 from .base import LaneEngine
 
 __all__ = ["PoolEngine"]
@@ -25,12 +24,12 @@ class PoolEngine(LaneEngine):
     def cycles(self, fold):
         return self.in_h * self.in_w * (self.channels // fold.pe)
 
-    def resources(self, fold, options, dsps=0):
-        bits = self.dtype.bits
-        out_w = (self.in_w - self.layer.kernel) // self.layer.stride + 1
-        row = memory_cost(out_w * (self.channels // fold.pe), fold.pe * bits, options.family)
-        return row + Resources(lut=fold.pe * 2 * comparator_luts(bits) + 40,
-                               ff=fold.pe * bits * 2 + 30)
+    def features(self, fold, options, dsps=0):
+        from ...hw import pool
+        return [("", pool.estimate(in_w=self.in_w, channels=self.channels,
+                                   kernel=self.layer.kernel, stride=self.layer.stride,
+                                   lanes=fold.pe, bits=self.dtype.bits,
+                                   family=options.family))]
 
     @property
     def in_bits(self) -> int:

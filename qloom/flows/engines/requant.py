@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from ...nn.ir import Requant
-from ..cost import Resources, memory_cost
 from .base import ChannelEngine
 
 __all__ = ["RequantEngine"]
@@ -14,19 +13,20 @@ class RequantEngine(ChannelEngine):
     kind = "requant"
     layer: Requant
 
-    def resources(self, fold, options, dsps=0):
-        bits = self.layer.in_type.bits + 2
-        folds = self.layer.channels // fold.pe
-        # Per lane: the offset adder, the rounding increment, the clamp, the offset table
-        # over the channel folds (a ROM in LUTs) and the registers between them.
-        table = memory_cost(folds, bits, options.family, block=False)
-        per_lane = Resources(lut=3 * bits + self.layer.out_type.bits,
-                             ff=3 * bits + self.layer.out_type.bits) + table
-        return Resources(lut=fold.pe * per_lane.lut + 10, ff=fold.pe * per_lane.ff + 8)
+    def features(self, fold, options, dsps=0):
+        from ...hw import requant
+        return [("", requant.estimate(channels=self.layer.channels, lanes=fold.pe,
+                                      in_bits=self.layer.in_type.bits,
+                                      out_bits=self.layer.out_type.bits,
+                                      family=options.family))]
 
     @property
     def in_bits(self) -> int:
         return self.layer.in_type.bits
+
+    @property
+    def out_bits(self) -> int:
+        return self.layer.out_type.bits
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.requant import Requantizer

