@@ -330,6 +330,12 @@ class LayerBuilders:
         return layer, self._per_output(scale.T, node), weights.sum(axis=1).astype(np.float64)
 
     def _conv(self, node, src, ints, scale, w_type):
+        if src.layout.kind == "image" and not src.layout.is_nchw:
+            raise UnsupportedModelError(
+                f"the input of this Conv is transposed (its channels-last order is not "
+                f"[H, W, C] of [N, C, H, W]): the hardware would have to reorder a whole "
+                f"frame; qloom follows NCHW <-> NHWC transposes that cancel out before a "
+                f"convolution", node.name)
         if not src.layout.is_nchw or ints.ndim != 4:
             raise UnsupportedModelError("only 2D convolutions on [N, C, H, W] are supported",
                                         node.name)
