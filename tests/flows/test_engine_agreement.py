@@ -60,3 +60,44 @@ def test_every_ir_layer_type_has_an_engine_or_a_reason():
     from qloom.flows.engines.base import Engine
     for engine in ENGINES.values():      # each says how it is made from its layer
         assert engine.from_layer.__func__ is not Engine.from_layer.__func__, engine
+
+
+@pytest.mark.parametrize("w_type", TYPES, ids=str)
+@pytest.mark.parametrize("in_type", TYPES, ids=str)
+def test_conv_engine_and_its_templates_agree(w_type, in_type):
+    """A convolution's engine and the nodes it builds: the matrix unit it names (systolic
+    array or MVU of the template's datapath), its DSP blocks (features, plan and the built
+    unit), and the sliding window's share of the cycles."""
+    from qloom.flows.engines.conv import ConvEngine
+    from qloom.hw.swg import SlidingWindow
+    from qloom.hw.systolic import SystolicArray
+    from qloom.nn.ir import Conv
+    rng = np.random.default_rng(len(str(w_type)) * 17 + len(str(in_type)))
+    oc, ic, size = 4, 2, 4
+    weights = (rng.choice([-1, 1], size=(oc, 3, 3, ic)) if w_type.bipolar else
+               rng.integers(w_type.min, w_type.max + 1, size=(oc, 3, 3, ic))).astype(np.int64)
+    conv = Conv("c", ("x",), "y", weights=weights, w_type=w_type, in_type=in_type)
+    engine = ConvEngine(conv, None, (size, size, ic), (size - 2, size - 2, oc))
+    fold = Fold(2, 2)
+    for budget in (0, 3, None):
+        multipliers = engine.multipliers(fold)
+        planned = multipliers if budget is None else min(budget, multipliers)
+        options = BuildOptions(dsp_budget=budget, pipeline=False)
+        nodes = {n.name: n.component for n in engine.nodes(fold, options, planned)}
+        unit, window = nodes["c"], nodes["c_swg"]
+        assert isinstance(window, SlidingWindow)
+        if isinstance(unit, SystolicArray):
+            assert engine.engine_name == "swg+systolic"
+            assert multipliers == fold.pe * fold.simd
+        else:
+            assert engine.engine_name == f"swg+mvu_{SUFFIX[unit.datapath]}"
+            assert multipliers == (fold.pe * fold.simd if unit.datapath is Datapath.MAC else 0)
+        assert unit.dsp_count == planned
+        features = dict(engine.features(fold, options, planned))
+        assert features[""].dsp == planned and features["_swg"].dsp == 0
+        assert set(features) <= set(n[len("c"):] for n in nodes)
+        assert engine.resources(fold, options, planned).dsp == planned
+        # The matrix unit sets the pace: a window's words per output pixel are its cycles.
+        pixels = window.out_h * window.out_w
+        assert engine.cycles(fold) == pixels * (oc // fold.pe) * (9 * ic // fold.simd)
+        assert window.out_words_per_frame == pixels * 9 * ic // fold.simd
