@@ -116,6 +116,9 @@ def fit_check(report: dict | None, board: Board) -> dict:
                      f"{need['dsp']:>5} {need['bram']:>5}")
         lines.append(f"{board.name + ' budget':24} {'':14} {have['lut']:>8} {have['ff']:>8} "
                      f"{have['dsp']:>5} {have['bram']:>5}")
+        if {"lut", "ff"} & set(over):
+            lines.append(f"LUTs and flip-flops may fill {CELL_FILL:.0%} of the device "
+                         f"(placement fails near 100%, estimates hold to about 10%)")
         if "lc" in over:
             lines.append(f"logic cells: {board.logic_cells(total)} needed (LUT + 2/3 FF), "
                          f"{board.usable_cells} usable ({CELL_FILL:.0%} of {have['lut']})")
