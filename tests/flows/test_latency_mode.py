@@ -100,3 +100,15 @@ def test_jet_tagger_latency_plan():
     assert engine.engine_name == "unrolled" and len(engine.layers) == 7
     total = state.plan.total
     assert total.dsp == 0 and state.board.fits(total)
+
+
+def test_unrolled_engine_from_a_dense_layer():
+    net = multibit_mlp()
+    dense = net.layer("dense4")
+    engine = UnrolledEngine.from_layer(dense, net)
+    fold = engine.folds()[0]
+    assert (fold.pe, fold.simd) == (dense.mh, dense.mw) and engine.cycles(fold) == 1
+    assert engine.inputs == dense.inputs and engine.output == dense.output
+    with pytest.raises(TypeError, match=r"an unrolled engine implements Dense layers, not "
+                                        r"MultiThreshold"):
+        UnrolledEngine.from_layer(net.layer("thr3"), net)
