@@ -199,7 +199,30 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
             lo = mid + 1
     if best is None:
         slowest = plan_for_cycles(engines, math.inf, options, how="auto")
-        raise QloomError(
-            "the model does not fit even fully folded: estimated "
-            f"{slowest.total.as_dict()} against a budget of {budget.as_dict()}")
+        raise QloomError(f"the model does not fit even fully folded: {shortfall(slowest, budget)}")
     return best
+
+
+def shortfall(plan: Plan, budget: Resources) -> str:
+    """What does not fit and by how much, and the engines that need most of it."""
+    need, have = plan.total.as_dict(), budget.as_dict()
+    over = [k for k in need if need[k] > have.get(k, 0)]
+    if not over:
+        return (f"estimated {_amounts(need)} is within the budget {_amounts(have)} but not "
+                f"with the board's usable logic cells and the host link's share; try a "
+                f"larger board")
+    parts = []
+    for k in over:
+        extra = need[k] - have[k]
+        pct = f", {100 * need[k] / have[k]:.0f}% of it" if have[k] else ""
+        parts.append(f"{k.upper()} {need[k]:,} against {have[k]:,} (over by {extra:,}{pct})")
+    key = over[0]
+    top = sorted(plan.resources.items(), key=lambda kv: -kv[1].as_dict()[key])[:3]
+    largest = ", ".join(f"{name} {r.as_dict()[key]:,}" for name, r in top
+                        if r.as_dict()[key] > 0)
+    return (f"{'; '.join(parts)}; the most {key.upper()} goes to {largest} (every engine is "
+            f"already at its smallest folding)")
+
+
+def _amounts(d: dict) -> str:
+    return ", ".join(f"{k.upper()} {v:,}" for k, v in d.items())
