@@ -21,7 +21,7 @@ from ..boards import get_board
 from ..errors import QloomError
 from ..hw.avgpool import unelaborated
 from ..hw.protocol import Status, WireFormat, encode_reply, encode_request
-from ..sim.board_sim import TOP, VirtualBoard, build_board_sim
+from ..sim.board_sim import TOP, VirtualBoard, board_sim_verilog, build_board_sim
 from ..sim.runner import _idle_timeout
 from ..manifest import read_manifest
 from .build import _clock_for, _manifest_board, _read_json, board_top
@@ -92,8 +92,7 @@ def board_setup(out_dir, *, board: str | None = None) -> BoardSetup:
         raise QloomError(f"{report_path} says the UART divisor is {report['uart_divisor']}, "
                          f"but the board top at {clock_mhz:g} MHz and {baud} baud has "
                          f"{top.divisor}; build again")
-    from amaranth.back import verilog
-    text = verilog.convert(top.core, name=TOP)
+    text = board_sim_verilog(top.core)
     clock_hz = round(top.clock_mhz * 1e6)
     idle = _idle_timeout(manifest, 0.0) + 20 * top.divisor
     return BoardSetup(board=b.name, clock_hz=clock_hz, divisor=top.divisor, baud=top.baud,

