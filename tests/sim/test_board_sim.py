@@ -299,3 +299,13 @@ def test_program_that_does_not_start(tmp_path):
     with pytest.raises(ToolError, match=r"did not start: no output; its output .*\n"
                                         r"no pty for you"):
         board.start()
+
+
+def test_broken_verilog_is_a_tool_error_with_verilators_output(tmp_path):
+    bad = tmp_path / "board_top.v"
+    bad.write_text("module board_top(input clk);\n  wire x = ;\nendmodule\n")
+    with pytest.raises(ToolError, match=r"^Verilator failed to build the virtual board of the "
+                                        r"broken one \(exit [1-9]\d*\); its output \(.*build\.log"
+                                        r"\):\n(.|\n)*board_top\.v:2"):
+        build_board_sim([bad], tmp_path / "build", label="the broken one")
+    assert not (tmp_path / "build" / "build.key").exists()
