@@ -2,11 +2,12 @@
 
 The board core is the one ``qloom build`` puts on the FPGA (``qloom.flows.build.board_top``:
 the same UART divisor, link timeout and accelerator), at the clock and baud rate of OUT's
-build, or, before a build, of the board and clock OUT was compiled for. Only the PLL, the
-reset synchronizer and the pins stay out: the simulation drives the core's clock and UART
-pins itself. Verilator compiles it with a C++ main that owns a pseudo-terminal
-(``qloom.sim.board_sim``); the build is cached in ``OUT/sim/board_sim``. ``qloom run OUT
---port <the pty>`` then talks to it exactly as to the real board.
+build, or, before a build, of the board and clock OUT was compiled for. Only the PLL and
+the pins stay out: ``qloom.sim.board_sim.SimBoardTop`` gives the core a clock pin and a
+power-on reset, and the simulation drives the clock and the UART pins itself. Verilator
+compiles it with a C++ main that owns a pseudo-terminal; the build is cached in
+``OUT/sim/board_sim``. ``qloom run OUT --port <the pty>`` then talks to it exactly as to
+the real board.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from ..boards import get_board
 from ..errors import QloomError
-from ..hw.avgpool import unelaborated
+from ..hw.avgpool import unelaborated      # marks hardware built only to be asked about
 from ..hw.protocol import Status, WireFormat, encode_reply, encode_request
 from ..sim.board_sim import TOP, VirtualBoard, board_sim_verilog, build_board_sim
 from ..sim.runner import _idle_timeout
@@ -128,8 +129,8 @@ def start_board(out_dir, *, board: str | None = None, frames: int | None = None,
              else f"[qloom] Verilator build: reused ({build_dir})")
     virtual = VirtualBoard(built.binary, clock_hz=setup.clock_hz, host_baud=setup.baud,
                            idle_cycles=setup.idle_cycles, stall_cycles=setup.stall_cycles,
-                           max_replies=frames,
-                           max_seconds=timeout, log_file=build_dir / "board_sim.log")
+                           max_replies=frames, max_seconds=timeout,
+                           log_file=build_dir / "board_sim.log")
     virtual.start()
     return virtual, setup
 
