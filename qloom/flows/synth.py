@@ -38,7 +38,10 @@ FAMILIES = ("ice40", "ecp5", "generic")
 _CELLS = {
     "ice40": {"lut": ("SB_LUT4",), "dsp": ("SB_MAC16",), "bram": ("SB_RAM40_4K",),
               "ff_prefix": "SB_DFF"},
-    "ecp5": {"lut": ("LUT4", "CCU2C", "CCU2C"), "dsp": ("MULT18X18D", "ALU54B"),
+    # A CCU2C holds two LUT4s; a TRELLIS_DPR16X4 (16x4 distributed RAM) takes the four
+    # LUT4s of two slices in RAM mode.
+    "ecp5": {"lut": ("LUT4", "CCU2C", "CCU2C") + ("TRELLIS_DPR16X4",) * 4,
+             "dsp": ("MULT18X18D", "ALU54B"),
              "bram": ("DP16KD", "PDPW16KD"), "ff_prefix": "TRELLIS_FF"},
     "generic": {"lut": ("$lut",), "dsp": (), "bram": (), "ff_prefix": "$_"},
 }

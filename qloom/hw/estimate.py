@@ -103,15 +103,25 @@ def bram_count(depth: int, width: int, family: Family) -> int:
     return min(math.ceil(depth / d) * math.ceil(width / w) for d, w in _BRAM_SHAPES[family])
 
 
-def rom_luts(depth: int, width: int) -> int:
-    """A ROM in LUT4s: one LUT per 16 words per output bit, plus the read mux tree."""
+def rom_luts(depth: int, width: int, family: Family) -> int:
+    """A ROM in LUT4s: one LUT per 16 words per output bit, plus the read mux tree: a
+    LUT4 per 2:1 mux on iCE40, about a third of that where slices have wide-function
+    muxes (ECP5's PFUMX and L6MUX21)."""
     leaves = math.ceil(depth / 16)
+    if family is Family.ICE40:
+        return width * (2 * leaves - 1)
     return width * (leaves + (leaves - 1) // 3)
 
 
-def _ram_logic(depth: int, width: int) -> Resources:
-    """A writable memory in flip-flops (iCE40 has no LUT RAM): the words plus a read mux."""
-    return Resources(lut=width * ((depth - 1 + 2) // 3), ff=depth * width + width)
+def _ram_logic(depth: int, width: int, family: Family) -> Resources:
+    """A writable memory in logic with a registered read: on iCE40 (no LUT RAM) the
+    words in flip-flops and a read mux, elsewhere 16x4 distributed RAM cells (four LUT4s
+    each, ECP5's TRELLIS_DPR16X4) and a mux over the cells of a bit."""
+    if family is Family.ICE40:
+        # A 2:1 mux per LUT4 for the read, and a write enable decoded per word.
+        return Resources(lut=width * (depth - 1) + depth, ff=depth * width + width)
+    cells = math.ceil(depth / 16) * math.ceil(width / 4)
+    return Resources(lut=4 * cells + width * (math.ceil(depth / 16) - 1), ff=width)
 
 
 def use_block_ram(depth: int, width: int, family: Family, writable: bool = False) -> bool:
@@ -120,11 +130,11 @@ def use_block_ram(depth: int, width: int, family: Family, writable: bool = False
     writable one when its flip-flops and read mux would."""
     blocks = _LUTS_PER_BRAM[family] * bram_count(depth, width, family)
     if writable:
-        logic = _ram_logic(depth, width)
+        logic = _ram_logic(depth, width, family)
         return depth > 2 and logic.lut + logic.ff > blocks
     if depth <= 16:
         return False
-    return rom_luts(depth, width) > blocks
+    return rom_luts(depth, width, family) > blocks
 
 
 def ram_cost(depth: int, width: int, family: Family, block: bool | None = None) -> Resources:
@@ -133,7 +143,7 @@ def ram_cost(depth: int, width: int, family: Family, block: bool | None = None) 
         block = use_block_ram(depth, width, family, writable=True)
     if block:
         return Resources(bram=bram_count(depth, width, family))
-    return _ram_logic(depth, width)
+    return _ram_logic(depth, width, family)
 
 
 def memory_cost(depth: int, width: int, family: Family, block: bool | None = None) -> Resources:
@@ -145,7 +155,7 @@ def memory_cost(depth: int, width: int, family: Family, block: bool | None = Non
         block = use_block_ram(depth, width, family)
     if block:
         return Resources(bram=bram_count(depth, width, family))
-    return Resources(lut=rom_luts(depth, width), ff=width)
+    return Resources(lut=rom_luts(depth, width, family), ff=width)
 
 
 def adder_tree_luts(n: int, bits: int) -> int:

@@ -420,6 +420,11 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                            Datapath.MAC: "mac"}[path])
     f.add("lut", "control", 40)
     f.add("ff", "control", 30)
+    # The fold counters and the weight address, each with its wrap compare.
+    nf, sf = mh // pe, mw // simd
+    counter_bits = sum((n - 1).bit_length() for n in (nf, sf, nf * sf))
+    f.add("lut", "counters", 2 * counter_bits)
+    f.add("ff", "counters", counter_bits)
     if path is Datapath.XNOR_POPCOUNT:
         f.add("lut", "xnor", pe * simd)
         f.add("lut", "tree", pe * adder_tree_luts(max(1, simd // 4), 3))
