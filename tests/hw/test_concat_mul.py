@@ -2,64 +2,15 @@
 """ChannelConcat and ConstMul against the IR's Concat and IntMul, with random input gaps
 and output stalls (nothing lost or duplicated), and their parameter checks."""
 
-import random
-
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from qloom.hw.concat import ChannelConcat
 from qloom.hw.int_mul import ConstMul
 from qloom.nn.dtypes import BIPOLAR, TERNARY, int_type, smallest_type, uint_type
 from qloom.nn.ir import Concat, IntMul
-from qloom.sim.pysim import stream_put
 
-
-def values(dtype, n, rng):
-    if dtype.bipolar:
-        return rng.choice([-1, 1], size=n)
-    return rng.integers(dtype.min, dtype.max + 1, size=n)
-
-
-def run(dut, feeds, n_out, lanes, *, stall, seed=0):
-    """``feeds``: (port, words) per input, each from its own stalling source; returns the
-    output words and the cycles they left at."""
-    rng, out, cycles = random.Random(seed), [], []
-
-    def source(port, words, stream_seed):
-        local = random.Random(stream_seed)
-
-        async def go(ctx):
-            for word in words:
-                while local.random() < stall:
-                    await ctx.tick()
-                await stream_put(ctx, port, word)
-        return go
-
-    async def sink(ctx):
-        cycle = 0
-        while len(out) < n_out:
-            ready = int(rng.random() >= stall)
-            ctx.set(dut.o.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload)
-            cycle += 1
-            if ready and valid:
-                out.append([int(payload[k]) for k in range(lanes)])
-                cycles.append(cycle)
-            if cycle > 100 + 20 * n_out:
-                raise RuntimeError(f"timeout: {len(out)} of {n_out} words")
-        ctx.set(dut.o.ready, 1)
-        for _ in range(16):     # nothing extra may follow
-            _, _, valid = await ctx.tick().sample(dut.o.valid)
-            assert not valid
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    for k, (port, words) in enumerate(feeds):
-        sim.add_testbench(source(port, words, seed + k + 1), background=True)
-    sim.add_testbench(sink)
-    sim.run()
-    return out, cycles
+from stream_bench import run, values
 
 
 @pytest.mark.parametrize("a_type, b_type, ca, cb, lanes", [

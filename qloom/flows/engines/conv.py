@@ -28,6 +28,11 @@ class ConvEngine(Engine):
 
     @classmethod
     def from_layer(cls, layer, net, threshold=None):
+        """A depthwise convolution gets its own engine (``DepthwiseEngine``: K products per
+        channel instead of the block-sparse dense form's K*C); every other one this."""
+        from .depthwise import DepthwiseEngine, is_depthwise
+        if is_depthwise(layer, net.shape_of(layer.inputs[0])[-1]):
+            return DepthwiseEngine.from_layer(layer, net, threshold)
         return cls(layer, threshold, net.shape_of(layer.inputs[0]),
                    net.shape_of(layer.output))
 

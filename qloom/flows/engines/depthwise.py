@@ -1,0 +1,107 @@
+"""Depthwise convolutions (one input channel per group, as many outputs as inputs): the
+sliding window in channel-word-major order feeding the depthwise unit (``K`` products per
+channel, not the ``K*C`` of the block-sparse dense form), with the following activation's
+thresholds after it. Cycles and widths come from the template."""
+
+from __future__ import annotations
+
+from ...nn.ir import Conv, MultiThreshold
+from ..cost import Resources, comparator_luts, memory_cost
+from .base import Engine, Fold, divisors
+
+__all__ = ["DepthwiseEngine", "is_depthwise"]
+
+
+def is_depthwise(conv: Conv, in_channels: int) -> bool:
+    """Whether ``conv`` is a plain depthwise convolution (a channel multiplier of 1)."""
+    return conv.depthwise and conv.groups == in_channels == conv.out_channels
+
+
+class DepthwiseEngine(Engine):
+    fold_keys = ("pe",)
+    fuses_thresholds = True
+    kind = "depthwise"
+
+    def __init__(self, conv: Conv, threshold: MultiThreshold | None, in_shape, out_shape):
+        output = threshold.output if threshold is not None else conv.output
+        layers = (conv.name,) + ((threshold.name,) if threshold is not None else ())
+        super().__init__(conv.name, layers, conv.inputs, output)
+        self.conv, self.threshold = conv, threshold
+        self.in_h, self.in_w, self.channels = in_shape
+        self.out_h, self.out_w, _ = out_shape
+        kh, kw = conv.kernel
+        self.k = kh * kw
+
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        return cls(layer, threshold, net.shape_of(layer.inputs[0]), net.shape_of(layer.output))
+
+    @property
+    def engine_name(self):
+        return "swg+depthwise"
+
+    def unit(self, lanes: int):
+        from ...hw.depthwise import DepthwiseMAC
+        conv = self.conv
+        return DepthwiseMAC(weights=conv.weights.reshape(self.channels, self.k),
+                            w_type=conv.w_type, in_type=conv.in_type, lanes=lanes)
+
+    def folds(self):
+        return [Fold(pe) for pe in divisors(self.channels)]
+
+    def cycles(self, fold):
+        return self.out_h * self.out_w * self.unit(fold.pe).cycles_per_pixel()
+
+    def resources(self, fold, options, dsps=0):
+        conv = self.conv
+        kh, kw = conv.kernel
+        ib, wb = conv.in_type.bits, conv.w_type.bits
+        acc = self.unit(1).acc_type.bits
+        swg = memory_cost((kh + conv.stride[0]) * self.in_w * (self.channels // fold.pe),
+                          fold.pe * ib, options.family) + Resources(lut=60, ff=50)
+        # Per lane: a LUT multiplier (partial products) and the accumulator; the weight ROM.
+        lane = Resources(lut=2 * ib * wb + 2 * (ib + wb) + acc, ff=2 * acc)
+        rom = memory_cost((self.channels // fold.pe) * self.k, fold.pe * wb, options.family,
+                          block=False)
+        total = swg + rom + Resources(lut=fold.pe * lane.lut + 20, ff=fold.pe * lane.ff + 20)
+        if self.threshold is not None:
+            t = self.threshold.num_thresholds
+            total += Resources(lut=fold.pe * t * comparator_luts(acc),
+                               ff=fold.pe * self.threshold.out_type.bits * 2)
+            total += memory_cost(self.channels // fold.pe, fold.pe * t * acc, options.family)
+        return total
+
+    @property
+    def in_bits(self) -> int:
+        return self.conv.in_type.bits
+
+    def in_lanes(self, fold):
+        return fold.pe
+
+    def out_lanes(self, fold):
+        return fold.pe
+
+    def nodes(self, fold, options, dsps=0):
+        from ...hw.swg import SlidingWindow, WindowOrder
+        from ...hw.top import Node
+        from .dense import threshold_spec
+        conv = self.conv
+        windows = f"{self.name}_windows"
+        swg = SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
+                            kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
+                            dtype=conv.in_type, simd=fold.pe,
+                            pad_code=int(conv.in_type.encode(conv.pad_value)),
+                            order=WindowOrder.C_KH_KW)
+        unit = self.unit(fold.pe)
+        nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
+        spec = threshold_spec(self.threshold)
+        if spec is None:
+            nodes.append(Node(self.name, unit, (windows,), self.output))
+        else:
+            from ...hw.threshold import Thresholding
+            acc = f"{self.name}_acc"
+            nodes.append(Node(self.name, unit, (windows,), acc))
+            nodes.append(Node(f"{self.name}_thr",
+                              Thresholding(spec=spec, in_type=unit.acc_type, pe=fold.pe),
+                              (acc,), self.output))
+        return nodes
