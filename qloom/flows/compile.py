@@ -186,16 +186,35 @@ def _floats(a):
 
 
 def _layer_rows(state):
+    from ..hw.estimate import bit_efficiency
     plan = state.plan
     rows = []
     for e in state.engines:
         fold = plan.folds[e.name]
+        # How full the blocks holding the engine's weights and thresholds are (engines
+        # costed without template features name no memories).
+        try:
+            features = [f for _, f in e.features(fold, state.options, plan.dsps[e.name])]
+        except NotImplementedError:
+            features = []
+        memories = bit_efficiency(features, state.options.family)
         rows.append({"name": e.name, "layers": list(e.layers), "engine": e.engine_name,
                      "inputs": list(e.inputs), "output": e.output,
                      "fold": e.fold_json(fold), "dsp_multipliers": plan.dsps[e.name],
                      "cycles_per_frame": plan.cycles[e.name],
-                     "resources": plan.resources[e.name].as_dict()})
+                     "resources": plan.resources[e.name].as_dict(),
+                     "bram_memories": memories,
+                     "bram_bit_efficiency": memories and memories["efficiency"]})
     return rows
+
+
+def _bram_bit_efficiency(layers: list, family) -> float | None:
+    """Bit efficiency of every engine's weight and threshold memories in block RAM."""
+    from ..hw.estimate import block_bits
+    parts = [row["bram_memories"] for row in layers if row["bram_memories"]]
+    blocks = sum(p["blocks"] for p in parts)
+    return round(sum(p["bits"] for p in parts) / (blocks * block_bits(family)), 4) \
+        if blocks else None
 
 
 def _documents(state, cfg, model_file):
@@ -230,6 +249,7 @@ def _documents(state, cfg, model_file):
         "ideal_ii_cycles": plan.ideal_ii_cycles,
         "fps_at_clock": clock * 1e6 / plan.ideal_ii_cycles,
         "resources": total.as_dict(),
+        "bram_bit_efficiency": _bram_bit_efficiency(layers, state.options.family),
         "board": None if state.board is None else {
             "name": cfg.board, "budget": state.board.budget.as_dict(),
             "fits": state.board.fits(total), "over": state.board.over(total),

@@ -7,8 +7,8 @@ __all__ = ["render_report_md", "layer_table"]
 
 def layer_table(layers: list, budget: dict | None = None) -> str:
     """A Markdown table of engines: folding, cycles per frame and estimated resources."""
-    head = "| layer | engine | folding | cycles/frame | LUT | FF | DSP | BRAM |\n" \
-           "|---|---|---|---:|---:|---:|---:|---:|\n"
+    head = "| layer | engine | folding | cycles/frame | LUT | FF | DSP | BRAM | BRAM bits used |\n" \
+           "|---|---|---|---:|---:|---:|---:|---:|---:|\n"
     lines = []
     total = {"lut": 0, "ff": 0, "dsp": 0, "bram": 0}
     for row in layers:
@@ -16,13 +16,15 @@ def layer_table(layers: list, budget: dict | None = None) -> str:
         r = row["resources"]
         for k in total:
             total[k] += r[k]
+        eff = row.get("bram_bit_efficiency")
+        eff = f"{100 * eff:.0f}%" if eff else ""
         lines.append(f"| {row['name']} | {row['engine']} | {fold} | {row['cycles_per_frame']:,} "
-                     f"| {r['lut']:,} | {r['ff']:,} | {r['dsp']} | {r['bram']} |")
+                     f"| {r['lut']:,} | {r['ff']:,} | {r['dsp']} | {r['bram']} | {eff} |")
     lines.append(f"| **total** | | | | {total['lut']:,} | {total['ff']:,} | {total['dsp']} "
-                 f"| {total['bram']} |")
+                 f"| {total['bram']} | |")
     if budget:
         lines.append(f"| *budget* | | | | {budget['lut']:,} | {budget['ff']:,} | "
-                     f"{budget['dsp']} | {budget['bram']} |")
+                     f"{budget['dsp']} | {budget['bram']} | |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -41,6 +43,10 @@ def render_report_md(report: dict) -> str:
         out.append(f"- board `{board['name']}`: the estimate {verdict}"
                    + (f"; {cells:,} iCE40 logic cells (LUT + 2/3 FF), before the host link"
                       if cells is not None else ""))
+    if report.get("bram_bit_efficiency"):
+        out.append(f"- block RAM bit efficiency of the weight and threshold memories: "
+                   f"{100 * report['bram_bit_efficiency']:.1f}% (stored bits over the "
+                   f"capacity of their blocks)")
     out += ["", "## Engines (estimates)", "",
             layer_table(report["layers"], board["budget"] if board else None),
             "## Compile steps", "",

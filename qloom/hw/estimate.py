@@ -10,7 +10,9 @@ was measured with). A feature without a coefficient counts once: the uncalibrate
 is the structural count itself.
 
 DSP blocks and block RAMs are not fitted: they are counted exactly from the shapes the
-memories and multipliers have (``bram_count`` uses each family's real aspect ratios).
+memories and multipliers have (``bram_count`` packs a memory into each family's real
+aspect ratios as ``qloom.hw.mem_pack`` does; ``bit_efficiency`` says how full the blocks
+are).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..boards.board import Resources
+from . import mem_pack
 
 __all__ = ["Family", "Resources", "Features", "calibrated", "coefficients", "bram_count",
-           "rom_luts", "memory_cost", "ram_cost", "use_block_ram", "adder_tree_luts",
+           "block_bits", "bit_efficiency", "rom_luts", "memory_cost", "ram_cost",
+           "use_block_ram", "has_lutram", "auto_ram_cost", "adder_tree_luts",
            "comparator_luts", "CALIBRATION_FILE"]
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
@@ -37,12 +41,6 @@ class Family(enum.Enum):
     GENERIC = "generic"   # counted like ECP5 (LUT4 fabric with 18x18 multipliers)
 
 
-# Block RAM aspect ratios (depth, width) per family.
-_BRAM_SHAPES = {
-    Family.ICE40: [(256, 16), (512, 8), (1024, 4), (2048, 2)],
-    Family.ECP5: [(512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1)],
-}
-_BRAM_SHAPES[Family.GENERIC] = _BRAM_SHAPES[Family.ECP5]
 # One block RAM is worth this many LUT4s: a ROM goes to block RAM only when its LUT
 # implementation would cost more than that per block (roughly the device's LUT/BRAM ratio
 # over two, so that neither runs out first).
@@ -60,21 +58,26 @@ class Features:
     ff: dict = field(default_factory=dict)
     dsp: int = 0
     bram: int = 0
+    # Parameter memories in block RAM: name -> (stored bits, blocks), for bit efficiency.
+    bram_memories: dict = field(default_factory=dict)
 
     def add(self, kind: str, name: str, count: float):
         table = getattr(self, kind)
         table[name] = table.get(name, 0) + count
 
-    def add_memory(self, name: str, cost: Resources):
+    def add_memory(self, name: str, cost: Resources, bits: int | None = None):
         """A memory costed by ``memory_cost``/``ram_cost``: its logic as two features of
-        its own (``<name>_lut``, ``<name>_ff``), its blocks exact."""
+        its own (``<name>_lut``, ``<name>_ff``), its blocks exact. ``bits`` (the stored
+        bits of a weight or threshold memory) counts it in the bit efficiency."""
         self.add("lut", f"{name}_lut", cost.lut)
         self.add("ff", f"{name}_ff", cost.ff)
         self.bram += cost.bram
+        if bits is not None and cost.bram:
+            self.bram_memories[name] = (bits, cost.bram)
 
     def to_json(self) -> dict:
         return {"template": self.template, "lut": self.lut, "ff": self.ff,
-                "dsp": self.dsp, "bram": self.bram}
+                "dsp": self.dsp, "bram": self.bram, "bram_memories": self.bram_memories}
 
 
 @functools.lru_cache(maxsize=None)
@@ -99,8 +102,28 @@ def calibrated(features: Features, family: Family) -> Resources:
 
 
 def bram_count(depth: int, width: int, family: Family) -> int:
-    """Blocks of a ``depth`` x ``width`` memory in the family's best aspect ratio."""
-    return min(math.ceil(depth / d) * math.ceil(width / w) for d, w in _BRAM_SHAPES[family])
+    """Blocks of a ``depth`` x ``width`` memory packed into the family's aspect ratios
+    (``qloom.hw.mem_pack.pack``: slices of different ratios side by side)."""
+    return mem_pack.pack(depth, width, family).blocks
+
+
+def block_bits(family: Family) -> int:
+    """The bits one block RAM of ``family`` holds."""
+    return mem_pack.BLOCK_BITS["ecp5" if family is Family.GENERIC else family.value]
+
+
+def bit_efficiency(features, family: Family) -> dict | None:
+    """The weight/threshold memories in block RAM of one engine (an iterable of
+    :class:`Features`): ``{"bits", "blocks", "efficiency"}``, efficiency being the stored
+    bits over the blocks' capacity; None when none is in block RAM."""
+    bits = blocks = 0
+    for f in features:
+        for b, n in f.bram_memories.values():
+            bits, blocks = bits + b, blocks + n
+    if not blocks:
+        return None
+    return {"bits": bits, "blocks": blocks,
+            "efficiency": round(mem_pack.bit_efficiency(bits, blocks, family), 4)}
 
 
 def rom_luts(depth: int, width: int, family: Family) -> int:
@@ -113,11 +136,16 @@ def rom_luts(depth: int, width: int, family: Family) -> int:
     return width * (leaves + (leaves - 1) // 3)
 
 
+def has_lutram(family: Family) -> bool:
+    """Whether the family has distributed RAM cells (ECP5's 16x4 TRELLIS_DPR16X4)."""
+    return family is not Family.ICE40
+
+
 def _ram_logic(depth: int, width: int, family: Family) -> Resources:
     """A writable memory in logic with a registered read: on iCE40 (no LUT RAM) the
     words in flip-flops and a read mux, elsewhere 16x4 distributed RAM cells (four LUT4s
     each, ECP5's TRELLIS_DPR16X4) and a mux over the cells of a bit."""
-    if family is Family.ICE40:
+    if not has_lutram(family):
         # A 2:1 mux per LUT4 for the read, and a write enable decoded per word.
         return Resources(lut=width * (depth - 1) + depth, ff=depth * width + width)
     cells = math.ceil(depth / 16) * math.ceil(width / 4)
@@ -144,6 +172,26 @@ def ram_cost(depth: int, width: int, family: Family, block: bool | None = None) 
     if block:
         return Resources(bram=bram_count(depth, width, family))
     return _ram_logic(depth, width, family)
+
+
+# Yosys' memory_libmap costs (techlibs ice40/brams.txt, lattice/brams_16kd.txt and
+# lutrams_trellis.txt; a bit in soft logic costs 1), for memories without a ram_style.
+_YOSYS_BRAM_COST = 64
+_YOSYS_ECP5_BRAM_COST, _YOSYS_LUTRAM_COST = 128, 4
+
+
+def auto_ram_cost(depth: int, width: int, family: Family) -> Resources:
+    """A writable memory without a ``ram_style`` (a FIFO's, the sliding window's line
+    buffer): placed where Yosys' cost rule puts it, the cheapest of soft logic, block RAM
+    and (ECP5) distributed RAM cells."""
+    blocks = bram_count(depth, width, family)
+    bits = depth * width
+    if family is Family.ICE40:
+        block = _YOSYS_BRAM_COST * blocks < bits
+    else:
+        cells = math.ceil(depth / 16) * math.ceil(width / 4)
+        block = _YOSYS_ECP5_BRAM_COST * blocks < min(bits, _YOSYS_LUTRAM_COST * cells)
+    return ram_cost(depth, width, family, block)
 
 
 def memory_cost(depth: int, width: int, family: Family, block: bool | None = None) -> Resources:

@@ -456,7 +456,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     if pipeline:
         f.add("ff", "tree_stages", pe * (acc_bits + 2) * ((max(2, simd) - 1).bit_length() // 2))
     f.add_memory("weights", memory_cost((mh // pe) * (mw // simd), pe * simd * wb, family,
-                                        weights_block))
+                                        weights_block), bits=mh * mw * wb)
     # The input vector is buffered for the later neuron folds (only when there are some).
     f.add("ff", "input", simd * ib)
     if mh // pe > 1:
@@ -466,5 +466,6 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                                       + adder_tree_luts(thresholds, 1)))
         f.add("ff", "compare", pe * out_bits * 2)
         f.add_memory("thresholds", memory_cost(mh // pe, pe * thresholds * acc_bits, family,
-                                               thresholds_block))
+                                               thresholds_block),
+                     bits=mh * thresholds * acc_bits)
     return f

@@ -1,0 +1,83 @@
+"""Block RAM packing of parameter memories (qloom.hw.mem_pack) and its cost-model use."""
+
+import math
+
+import pytest
+
+from qloom.hw.estimate import (Family, Features, bit_efficiency, block_bits, bram_count,
+                               memory_cost)
+from qloom.hw.mem_pack import BLOCK_SHAPES, pack
+
+
+def ref_min_blocks(depth, width, family):
+    """The textbook covering table over every bit of width (no shortcut for the bulk)."""
+    shapes = BLOCK_SHAPES[family]
+    best = [0] + [math.inf] * width
+    for w in range(1, width + 1):
+        best[w] = min(best[max(0, w - s.width)] + math.ceil(depth / s.depth) for s in shapes)
+    return best[width]
+
+
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
+@pytest.mark.parametrize("depth", [1, 300, 1000, 2048, 5000, 16384, 40000])
+@pytest.mark.parametrize("width", [1, 13, 49, 1301, 4099])
+def test_pack_is_minimal(family, depth, width):
+    packing = pack(depth, width, family)
+    assert packing.blocks == ref_min_blocks(depth, width, family)
+    assert sum(s.width for s in packing.slices) >= width
+    assert all(s.stack == math.ceil(depth / s.shape.depth) for s in packing.slices)
+
+
+@pytest.mark.parametrize("depth,width,family,blocks,slices", [
+    # Mixed ratios beat any single one: 16K x 49 needs 48 blocks in one ratio.
+    (16384, 49, "ecp5", 44, "32 x 512x36 + 8 x 2048x9 + 4 x 4096x4"),
+    (512, 1568, "ecp5", 44, "44 x 512x36"),          # LFC's first layer at pe=2, simd=784
+    (2048, 13, "ice40", 7, "4 x 512x8 + 2 x 1024x4 + 1 x 2048x2"),
+    (256, 4096, "ecp5", 114, "114 x 512x36"),        # bandwidth-bound: half full
+])
+def test_pack_examples(depth, width, family, blocks, slices):
+    packing = pack(depth, width, family)
+    assert (packing.blocks, str(packing)) == (blocks, slices)
+
+
+def test_wide_memory_is_between_its_bounds():
+    # The bulk of a very wide memory goes to the cheapest ratio per bit (no table per
+    # bit of width); the result lies between the fractional bound and one ratio alone.
+    depth, width = 40000, 100000
+    packing = pack(depth, width, "ecp5")
+    shapes = BLOCK_SHAPES["ecp5"]
+    per_bit = min(math.ceil(depth / s.depth) / s.width for s in shapes)
+    single = min(math.ceil(depth / s.depth) * math.ceil(width / s.width) for s in shapes)
+    assert math.ceil(per_bit * width) <= packing.blocks <= single
+    assert sum(s.width for s in packing.slices) >= width
+
+
+def test_efficiency():
+    assert pack(512, 36, "ecp5").efficiency == 1.0
+    assert pack(256, 16, "ice40").efficiency == 1.0
+    assert pack(256, 4096, "ecp5").efficiency == pytest.approx(256 * 4096 / (114 * 18432))
+    assert block_bits(Family.GENERIC) == 18432 and block_bits(Family.ICE40) == 4096
+
+
+def test_cost_model_counts_packed_blocks():
+    assert bram_count(16384, 49, Family.ECP5) == 44
+    assert memory_cost(16384, 49, Family.ECP5, block=True).bram == 44
+    f = Features("t")
+    f.add_memory("weights", memory_cost(16384, 49, Family.ECP5, block=True), bits=16384 * 49)
+    f.add_memory("buffer", memory_cost(16384, 49, Family.ECP5, block=True))   # not counted
+    f.add_memory("small", memory_cost(8, 4, Family.ECP5), bits=32)           # in logic
+    assert f.bram == 88 and f.bram_memories == {"weights": (16384 * 49, 44)}
+    eff = bit_efficiency([f], Family.ECP5)
+    assert eff == {"bits": 16384 * 49, "blocks": 44,
+                   "efficiency": round(16384 * 49 / (44 * 18432), 4)}
+    assert bit_efficiency([Features("none")], Family.ECP5) is None
+
+
+@pytest.mark.parametrize("depth,width,family,message", [
+    (0, 4, "ecp5", "Depth must be a positive integer, not 0"),
+    (4, 2.5, "ecp5", "Width must be a positive integer, not 2.5"),
+    (4, 4, "xilinx", "Family must be 'ice40', 'ecp5' or 'generic', not 'xilinx'"),
+])
+def test_pack_errors(depth, width, family, message):
+    with pytest.raises(ValueError, match=message):
+        pack(depth, width, family)
