@@ -28,17 +28,42 @@ from scipy.optimize import nnls
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _samples(paths):
-    """(family, template) -> list of (features, measured) over every measured module."""
+def _current_features(row: dict) -> dict | None:
+    """The row's node features as the current code computes them, or None when its design
+    no longer compiles to the Verilog that was measured (the row is then stale)."""
+    import tempfile
+    from estimates import BOARDS, designs, node_features, rtl_digest
+    from qloom.flows.compile import compile_model
+    design = next((d for d in designs() if d.name == row["design"]), None)
+    if design is None or "rtl_sha" not in row:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        compiled = compile_model(design.model, Path(tmp) / "out",
+                                 board=BOARDS[row["family"]], **design.options)
+        rtl = [Path(tmp) / "out" / name for name in compiled.manifest["rtl"]]
+        if rtl_digest(rtl) != row["rtl_sha"]:
+            return None
+    return {name: f.to_json() for name, f in node_features(design, row["family"])}
+
+
+def _samples(paths, refresh: bool):
+    """(family, template) -> list of (features, measured) over every measured module;
+    with ``refresh`` the features are recomputed by the current code (rows whose design
+    compiles differently now are left out and named)."""
     groups, designs = {}, set()
     for path in paths:
         for row in json.loads(Path(path).read_text()):
+            current = _current_features(row) if refresh else None
+            if refresh and current is None:
+                print(f"stale, left out (re-measure it): {row['design']} ({row['family']})")
+                continue
             designs.add(f"{row['design']} ({row['family']})")
             for m in row.get("modules", []):
                 if m["yosys"] is None:
                     continue
-                key = (row["family"], m["features"]["template"])
-                groups.setdefault(key, []).append((m["features"], m["yosys"]))
+                features = current.get(m["node"], m["features"]) if current else m["features"]
+                key = (row["family"], features["template"])
+                groups.setdefault(key, []).append((features, m["yosys"]))
     return groups, sorted(designs)
 
 
@@ -78,8 +103,12 @@ def main(argv=None) -> int:
     p.add_argument("--prior", type=float, default=0.05,
                    help="pull of each coefficient towards 1 (default 0.05)")
     p.add_argument("--write", action="store_true", help="write qloom/hw/calibration.json")
+    p.add_argument("--refresh", action="store_true",
+                   help="recompute the features with the current code (rows whose design "
+                        "compiles to different Verilog now are left out)")
     args = p.parse_args(argv)
-    groups, designs = _samples(args.rows)
+    sys.path.insert(0, str(Path(__file__).parent))
+    groups, designs = _samples(args.rows, args.refresh)
     families: dict = {}
     print(f"{'family':6} {'template':15} {'n':>3}  {'LUT worst before/after':>24}  "
           f"{'FF worst before/after':>23}")

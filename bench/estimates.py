@@ -19,6 +19,7 @@ coefficients (``qloom/hw/calibration.json``) from.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import tempfile
@@ -70,7 +71,7 @@ def measure(design: Design, family: str, work: Path, per_module: bool) -> dict:
     started = time.perf_counter()
     compiled = compile_model(design.model, out, board=BOARDS[family], **design.options)
     rtl = [out / name for name in compiled.manifest["rtl"]]
-    row = {"design": design.name, "family": family,
+    row = {"design": design.name, "family": family, "rtl_sha": rtl_digest(rtl),
            "estimate": {k: compiled.report["resources"][k] for k in KINDS}}
     if per_module:
         stat = _synth_hierarchy(rtl, family, work / "hier")
@@ -83,6 +84,15 @@ def measure(design: Design, family: str, work: Path, per_module: bool) -> dict:
         row["yosys"] = {k: getattr(report, k) for k in KINDS}
     row["seconds"] = round(time.perf_counter() - started, 1)
     return row
+
+
+def rtl_digest(rtl) -> str:
+    """What the measurement is of: the accelerator's Verilog (``bench/calibrate.py``
+    recomputes the features of a row only while its design compiles to the same)."""
+    digest = hashlib.sha256()
+    for path in rtl:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _synth_hierarchy(rtl, family: str, work: Path) -> dict:
@@ -125,31 +135,39 @@ def _module_totals(stat: dict, family: str) -> dict:
     return {name: total(name) for name in modules}
 
 
-def _per_node(design: Design, family: str, totals: dict) -> list[dict]:
-    """Each template instance's features (what its estimate is computed from) beside the
-    Yosys figures of its module(s): an engine's nodes by name, an edge's FIFO, skid
-    buffers and width converters together."""
+def node_features(design: Design, family: str) -> list[tuple[str, object]]:
+    """Every template instance of the compiled design with the features its estimate is
+    computed from: (Yosys module name under qloom_top, or "@edge" for an edge's modules
+    together, Features)."""
     from qloom.flows.compile import CompileConfig, run_steps
     from qloom.flows.plan import edge_features
     state = run_steps(design.model, CompileConfig(board=BOARDS[family], **design.options),
                       until="fold")
     plan, options = state.plan, state.options
-    rows = []
+    nodes = []
     for e in plan.engines:
-        fold, dsps = plan.folds[e.name], plan.dsps[e.name]
         try:
-            parts = e.features(fold, options, dsps)
+            parts = e.features(plan.folds[e.name], options, plan.dsps[e.name])
         except NotImplementedError:
             parts = []
-        for suffix, features in parts:
-            rows.append({"node": e.name + suffix, "features": features.to_json(),
-                         "yosys": totals.get(f"qloom_top.{e.name}{suffix}")})
-    for name, parts in edge_features(plan.engines, plan.folds, options).items():
-        for label, features in parts:
-            prefix = f"qloom_top.{label.lstrip('@')}_"
+        nodes += [(e.name + suffix, features) for suffix, features in parts]
+    for parts in edge_features(plan.engines, plan.folds, options).values():
+        nodes += parts
+    return nodes
+
+
+def _per_node(design: Design, family: str, totals: dict) -> list[dict]:
+    """Each template instance's features beside the Yosys figures of its module(s): an
+    engine's nodes by name, an edge's FIFO, skid buffers and width converters together."""
+    rows = []
+    for name, features in node_features(design, family):
+        if name.startswith("@"):
+            prefix = f"qloom_top.{name[1:]}_"
             found = [v for k, v in totals.items() if k.startswith(prefix) and k.count(".") == 1]
             measured = {k: sum(v[k] for v in found) for k in KINDS} if found else None
-            rows.append({"node": label, "features": features.to_json(), "yosys": measured})
+        else:
+            measured = totals.get(f"qloom_top.{name}")
+        rows.append({"node": name, "features": features.to_json(), "yosys": measured})
     return rows
 
 

@@ -6,7 +6,7 @@ engines and the planner use, so that there is one definition of each."""
 from __future__ import annotations
 
 from ..hw.estimate import (Family, Resources, adder_tree_luts, calibrated, comparator_luts,
-                           memory_cost, ram_cost, use_block_ram)
+                           has_lutram, memory_cost, ram_cost, use_block_ram)
 
 __all__ = ["Family", "Resources", "memory_cost", "ram_cost", "use_block_ram", "adder_tree_luts",
-           "comparator_luts", "calibrated"]
+           "comparator_luts", "calibrated", "has_lutram"]

@@ -251,11 +251,11 @@ def estimate(*, in_w: int, channels: int, kernel: tuple, stride: tuple, simd: in
              bits: int, family) -> "Features":
     """The sliding window's resources (:class:`qloom.hw.estimate.Features`): its line
     buffer of ``(KH + SH)`` image rows (``buffer_words``) and its counters."""
-    from .estimate import Features, ram_cost
+    from .estimate import Features, auto_ram_cost
     f = Features("swg")
     f.add("lut", "control", 60)
     f.add("ff", "control", 50)
     rows = kernel[0] + stride[0]
-    f.add_memory("buffer", ram_cost(rows * in_w * channels // simd, simd * bits, family))
+    f.add_memory("buffer", auto_ram_cost(rows * in_w * channels // simd, simd * bits, family))
     f.add("ff", "output", simd * bits)
     return f

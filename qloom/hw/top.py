@@ -49,14 +49,14 @@ def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
     (:class:`qloom.hw.estimate.Features`): a skid buffer at each end (two words and a
     mux each), the FIFO on the wider side (its storage, output register and counters)
     and the width converters between."""
-    from .estimate import Features, ram_cost
+    from .estimate import Features, auto_ram_cost
     f = Features("edge")
     lanes = max(src_lanes, dst_lanes)
     width = lanes * bits
     f.add("ff", "skid", 2 * (src_lanes + dst_lanes) * bits)
     f.add("lut", "skid", (src_lanes + dst_lanes) * bits)
     depth = edge_depth(elements, lanes)
-    f.add_memory("fifo", ram_cost(depth - 1, width, family))
+    f.add_memory("fifo", auto_ram_cost(depth - 1, width, family))
     f.add("ff", "fifo_out", width)
     f.add("lut", "fifo_control", 8)
     f.add("ff", "fifo_control", 2 * depth.bit_length())

@@ -29,13 +29,15 @@ class RamStyle(enum.Enum):
     AUTO = "auto"                # let Yosys choose from the memory's size
     BLOCK = "block"              # block RAM (EBR)
     DISTRIBUTED = "distributed"  # LUTs (logic), never block RAM
+    LUTRAM = "lutram"            # distributed RAM cells where the family has them (ECP5)
 
     @property
     def attrs(self) -> dict[str, str]:
         """The Yosys attributes requesting this style."""
         return {RamStyle.AUTO: {},
                 RamStyle.BLOCK: {"ram_style": "block"},
-                RamStyle.DISTRIBUTED: {"ram_style": "logic"}}[self]
+                RamStyle.DISTRIBUTED: {"ram_style": "logic"},
+                RamStyle.LUTRAM: {"ram_style": "distributed"}}[self]
 
 
 def pack_words(words: Sequence[Sequence[int]], width: int) -> list[int]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ...hw.mvu_datapath import Datapath, select_datapath
 from ...nn.dtypes import DataType
 from ...nn.ir import Dense, MultiThreshold
-from ..cost import Family, use_block_ram
+from ..cost import Family, has_lutram, use_block_ram
 from .base import BuildOptions, Engine, Fold, divisors, pixels
 
 __all__ = ["DenseEngine", "datapath_of", "dsp_primitive", "mvu_registers", "mvu_features"]
@@ -123,16 +123,21 @@ class MemoryStyles:
     weights: bool
     thresholds: bool
     buffer: bool
+    lutram: bool = False     # the family has distributed RAM cells for the buffer
 
     def ram_styles(self) -> dict:
-        """The MVU keyword arguments placing its memories accordingly."""
+        """The MVU keyword arguments placing its memories accordingly: read-only ones in
+        logic or block RAM, the writable input buffer in block RAM, distributed RAM cells
+        or flip-flops (as ``qloom.hw.estimate.ram_cost`` counts it)."""
         from ...hw.weight_mem import RamStyle
 
         def style(block):
             return RamStyle.BLOCK if block else RamStyle.DISTRIBUTED
+        buffer = (RamStyle.BLOCK if self.buffer else
+                  RamStyle.LUTRAM if self.lutram else RamStyle.DISTRIBUTED)
         return {"ram_style": style(self.weights),
                 "threshold_ram_style": style(self.thresholds),
-                "buffer_ram_style": style(self.buffer)}
+                "buffer_ram_style": buffer}
 
 
 def memory_styles(mh, mw, pe, simd, w_type: DataType, in_type: DataType, acc_bits: int,
@@ -141,7 +146,8 @@ def memory_styles(mh, mw, pe, simd, w_type: DataType, in_type: DataType, acc_bit
     return MemoryStyles(
         weights=use_block_ram((mh // pe) * (mw // simd), pe * simd * w_type.bits, family),
         thresholds=k > 0 and use_block_ram(mh // pe, pe * k * acc_bits, family),
-        buffer=use_block_ram(mw // simd, simd * in_type.bits, family, writable=True))
+        buffer=use_block_ram(mw // simd, simd * in_type.bits, family, writable=True),
+        lutram=has_lutram(family))
 
 
 def threshold_spec(layer: MultiThreshold | None):
