@@ -101,11 +101,13 @@ def _table(head: list[str], rows: list[list], classes: list[str] | None = None,
     def cell(tag, i, value):
         align = ' class="n"' if i >= numeric_from else ""
         return f"<{tag}{align}>{_e(value)}</{tag}>"
-    out = [f'<table class="{css}">' if css else "<table>", "<thead><tr>" + "".join(cell("th", i, h) for i, h in enumerate(head))
-           + "</tr></thead>", "<tbody>"]
+    def klass(name):
+        return f' class="{name}"' if name else ""
+    out = [f"<table{klass(css)}>",
+           "<thead><tr>" + "".join(cell("th", i, h) for i, h in enumerate(head)) + "</tr></thead>",
+           "<tbody>"]
     for r, row in enumerate(rows):
-        cls = classes[r] if classes and classes[r] else ""
-        out.append(f'<tr{f" class={chr(34)}{cls}{chr(34)}" if cls else ""}>'
+        out.append(f"<tr{klass(classes[r] if classes else '')}>"
                    + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
