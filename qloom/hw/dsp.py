@@ -113,5 +113,8 @@ endmodule
 
 
 def simulation_models(verilog: str) -> dict[str, str]:
-    """File name -> Verilog of the vendor-primitive models ``verilog`` needs in simulation."""
-    return {"MULT18X18D.v": MULT18X18D_MODEL} if "MULT18X18D " in verilog else {}
+    """File name -> Verilog of the vendor-primitive models ``verilog`` needs in simulation
+    (this block's and the iCE40 SPRAM's, ``qloom.hw.spram``)."""
+    from .spram import simulation_models as spram_models
+    models = {"MULT18X18D.v": MULT18X18D_MODEL} if "MULT18X18D " in verilog else {}
+    return {**models, **spram_models(verilog)}

@@ -28,6 +28,9 @@ Weights live in a read-only :class:`amaranth.lib.memory.Memory` of ``NF*SF`` wor
 ``PE*SIMD`` lanes, read synchronously, placed by ``ram_style`` (the fused thresholds by
 ``threshold_ram_style``, the input vector buffer by ``buffer_ram_style``). The accumulator is exactly
 as wide as the worst case of the actual weights over every input of ``in_type``.
+With ``ram_style=RamStyle.SPRAM`` (iCE40UP5K) the weights are in SPRAMs instead
+(``qloom.hw.spram``), written through the ``load`` port at start-up: the unit takes no
+input until ``load.done``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, fits_dsp as _fits_dsp
 from .mvu_datapath import (Datapath, is_select_type, multiply, partial_sums,
                            select_datapath, select_product, tree_sum, value_of)
+from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blocks,
+                    spram_image)
 from .threshold import ThresholdSpec, ThresholdTable
 from .types import shape_of
 from .weight_mem import RamStyle, pack_words, rom
@@ -116,6 +121,14 @@ class MVU(wiring.Component):
         for style in (ram_style, threshold_ram_style, buffer_ram_style):
             if not isinstance(style, RamStyle):
                 raise TypeError(f"RAM style must be a RamStyle, not {style!r}")
+        if threshold_ram_style is RamStyle.SPRAM or buffer_ram_style is RamStyle.SPRAM:
+            raise ValueError("Only the weights can be in SPRAM")
+        words, width = (mh // pe) * (mw // simd), pe * simd * w_type.bits
+        if ram_style is RamStyle.SPRAM and (words > SPRAM_DEPTH
+                                            or spram_blocks(width) > UP5K_SPRAMS):
+            raise ValueError(f"Weights of {words} words of {width} bits do not fit SPRAMs "
+                             f"side by side (at most {SPRAM_DEPTH} words of "
+                             f"{UP5K_SPRAMS * 16} bits)")
         _optional_bool("Register operands", register_operands)
         _optional_bool("Register products", register_products)
         _optional_bool("Register adder tree", register_adder_tree)
@@ -149,10 +162,13 @@ class MVU(wiring.Component):
                     raise ValueError(f"{role} type {dtype} does not fit an ECP5 MULT18X18D "
                                      f"(signed up to 18 bits, unsigned up to 17)")
         self._dsp_primitive = dsp_primitive if self._dsp_count else None
-        super().__init__({
+        members = {
             "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), simd))),
             "o": Out(stream.Signature(data.ArrayLayout(shape_of(self.out_type), pe))),
-        })
+        }
+        if ram_style is RamStyle.SPRAM:
+            members["load"] = In(LoadSignature(spram_blocks(width)))
+        super().__init__(members)
 
     mh = property(lambda self: self._weights.shape[0])
     mw = property(lambda self: self._weights.shape[1])
@@ -216,19 +232,35 @@ class MVU(wiring.Component):
         more than ``_TREE_GROUP`` lanes)."""
         return self._register_adder_tree and self._simd > _TREE_GROUP
 
-    def _weight_memory(self):
+    def _weight_words(self):
         nf, sf, pe, simd = self.neuron_folds, self.synapse_folds, self._pe, self._simd
         w_shape = shape_of(self._w_type)
         codes = self._w_type.encode(self._weights)
         words = codes.reshape(nf, pe, sf, simd).transpose(0, 2, 1, 3).reshape(nf * sf, -1)
         layout = data.ArrayLayout(data.ArrayLayout(w_shape, simd), pe)
-        return rom(layout, pack_words(words.tolist(), w_shape.width), self._ram_style), layout
+        return pack_words(words.tolist(), w_shape.width), layout
+
+    def _weight_memory(self):
+        words, layout = self._weight_words()
+        if self._ram_style is RamStyle.SPRAM:
+            return SpramRom(width=layout.size, init=words), layout
+        return rom(layout, words, self._ram_style), layout
+
+    def spram_image(self) -> list[int]:
+        """The 16-bit words ``load`` must write (``qloom.hw.spram.SpramRom.image``);
+        empty unless the weights are in SPRAM."""
+        if self._ram_style is not RamStyle.SPRAM:
+            return []
+        words, layout = self._weight_words()
+        return spram_image(layout.size, words)
 
     def elaborate(self, platform):
         m = Module()
         nf, sf = self.neuron_folds, self.synapse_folds
         advance = Signal()  # the global pipeline enable
-        m.d.comb += advance.eq(~self.o.valid | self.o.ready)
+        spram = self._ram_style is RamStyle.SPRAM
+        loaded = self.load.done if spram else 1
+        m.d.comb += advance.eq((~self.o.valid | self.o.ready) & loaded)
 
         # Issue: one (neuron fold, synapse fold) step per cycle when its input is there.
         # The flags "last synapse fold" and "first neuron fold" (the input comes from the
@@ -249,7 +281,11 @@ class MVU(wiring.Component):
                 m.d.sync += [n_fold.eq(n_next), from_stream.eq(n_next == 0)]
         weights, w_layout = self._weight_memory()
         m.submodules.weights = weights
-        w_port = weights.read_port()
+        if spram:
+            wiring.connect(m, wiring.flipped(self.load), weights.load)
+            w_port = weights
+        else:
+            w_port = weights.read_port()
         m.d.comb += [w_port.addr.eq(w_addr), w_port.en.eq(advance)]
 
         # Operands: the weight word and the input word (from the stream or the buffer).

@@ -9,6 +9,9 @@ port, so Yosys can map it to block RAM when it is large and to LUTs when it is s
 - ``"logic"`` maps to LUTs and flip-flops. Yosys' ``"distributed"`` style is *not* used: it
   has no mapping on iCE40 at all, and on ECP5 it rejects read-only memories
   ("no valid mapping found for memory").
+- ``SPRAM`` is not a Yosys style: the matrix unit builds the memory from the UP5K's
+  ``SB_SPRAM256KA`` blocks itself (``qloom.hw.spram.SpramRom``), loaded from the flash at
+  start-up, since the bitstream cannot initialize them (``rom`` refuses it).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class RamStyle(enum.Enum):
     AUTO = "auto"                # let Yosys choose from the memory's size
     BLOCK = "block"              # block RAM (EBR)
     DISTRIBUTED = "distributed"  # LUTs (logic), never block RAM
+    SPRAM = "spram"              # iCE40UP5K SPRAM, loaded from the flash (qloom.hw.spram)
     LUTRAM = "lutram"            # distributed RAM cells where the family has them (ECP5)
 
     @property
@@ -36,6 +40,7 @@ class RamStyle(enum.Enum):
         """The Yosys attributes requesting this style."""
         return {RamStyle.AUTO: {},
                 RamStyle.BLOCK: {"ram_style": "block"},
+                RamStyle.SPRAM: {},
                 RamStyle.DISTRIBUTED: {"ram_style": "logic"},
                 RamStyle.LUTRAM: {"ram_style": "distributed"}}[self]
 
@@ -66,5 +71,8 @@ def rom(shape: ShapeCastable | Shape, init: list[int],
     bits: view them with ``layout(port.data)`` (or ``.as_signed()``)."""
     if not isinstance(ram_style, RamStyle):
         raise TypeError(f"RAM style must be a RamStyle, not {ram_style!r}")
+    if ram_style is RamStyle.SPRAM:
+        raise ValueError("An SPRAM cannot be initialized by the bitstream: build the memory "
+                         "with qloom.hw.spram.SpramRom and load it")
     return Memory(shape=unsigned(Shape.cast(shape).width), depth=len(init), init=init,
                   attrs=ram_style.attrs)
