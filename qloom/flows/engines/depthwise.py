@@ -49,14 +49,19 @@ class DepthwiseEngine(Engine):
     def folds(self):
         return [Fold(pe) for pe in divisors(self.channels)]
 
+    def _asked(self, lanes: int):
+        """The template built only to answer the planner (never elaborated)."""
+        from ...hw.avgpool import unelaborated
+        return unelaborated(self.unit(lanes))
+
     def cycles(self, fold):
-        return self.out_h * self.out_w * self.unit(fold.pe).cycles_per_pixel()
+        return self.out_h * self.out_w * self._asked(fold.pe).cycles_per_pixel()
 
     def resources(self, fold, options, dsps=0):
         conv = self.conv
         kh, kw = conv.kernel
         ib, wb = conv.in_type.bits, conv.w_type.bits
-        acc = self.unit(1).acc_type.bits
+        acc = self._asked(1).acc_type.bits
         swg = memory_cost((kh + conv.stride[0]) * self.in_w * (self.channels // fold.pe),
                           fold.pe * ib, options.family) + Resources(lut=60, ff=50)
         # Per lane: a LUT multiplier (partial products) and the accumulator; the weight ROM.

@@ -31,7 +31,8 @@ class IntMulEngine(LaneEngine):
         return self.elements // fold.pe
 
     def resources(self, fold, options, dsps=0):
-        out_bits = self._unit(1).out_type.bits
+        from ...hw.avgpool import unelaborated
+        out_bits = unelaborated(self._unit(1)).out_type.bits
         adders = bin(self.layer.factor).count("1") - 1
         return Resources(lut=fold.pe * out_bits * adders + 4, ff=fold.pe * out_bits + 2)
 

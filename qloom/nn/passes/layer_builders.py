@@ -13,8 +13,7 @@ from .. import ir
 from ..dtypes import BIPOLAR, DataType, int_type, smallest_type
 from ..thresholds import FloatFunction
 from .quantizers import quantized_constant
-from .values import (NCHW, PLAIN, FloatChain, Int, Layout, Prefix, flat_layout,
-                     image_layout)
+from .values import NCHW, PLAIN, FloatChain, Int, Layout, Prefix
 from .attrs import node_attr
 
 __all__ = ["LayerBuilders", "FixedPointInputWarning", "DEFAULT_INPUT_TYPE",
@@ -56,33 +55,6 @@ def conv_pads(node, in_hw, kernel, stride) -> tuple[int, int, int, int]:
         before.append(small if auto == "SAME_UPPER" else total - small)
         after.append(total - before[-1])
     return (before[0], before[1], after[0], after[1])
-
-
-def _find_layout(onnx_shape, order, dims) -> Layout | None:
-    """The layout of a tensor of ``onnx_shape`` whose IR holds the ONNX elements ``order``
-    (None if no layout does): an image layout for 4-D tensors, plain or a flattened image
-    (of ONNX image ``dims``) for 2-D ones, plain otherwise."""
-    import itertools
-    rank = len(onnx_shape)
-    candidates = [PLAIN] if rank != 4 else []
-    if rank == 4:
-        candidates += [image_layout(p) for p in itertools.permutations(range(3))]
-    if rank == 2 and dims and int(np.prod(dims)) == onnx_shape[1]:
-        candidates += [flat_layout(p, dims) for p in itertools.permutations(range(3))]
-    for layout in candidates:
-        if np.array_equal(layout.order(onnx_shape), order):
-            return layout
-    return None
-
-
-def _regroup(values, old_shape, new_shape):
-    """Per-channel ``values`` of a tensor of IR shape ``old_shape`` as per-channel values of
-    the same elements in ``new_shape``; None when one new channel would mix values."""
-    values = np.asarray(values)
-    if values.size == 1:
-        return values.reshape(1)
-    full = np.broadcast_to(values, tuple(old_shape)).reshape(-1, new_shape[-1])
-    return full[0].copy() if np.all(full == full[:1]) else None
 
 
 class LayerBuilders:
@@ -424,53 +396,6 @@ class LayerBuilders:
                         info.scale / factor, lo * factor, hi * factor)
         return out
 
-    def on_concat(self, node, data):
-        """Concat along the channel axis: the channels one after the other, each keeping
-        its scale (a per-channel scale when they differ) and offset."""
-        if not all(isinstance(d, Int) for d in data) or len(data) != len(node.input):
-            raise UnsupportedModelError(
-                "Concat of tensors that are not all quantized tensors or accumulators (a "
-                "constant or float arithmetic among them)", node.name)
-        rank = len(self.shape_of(node.output[0]))
-        axis = node_attr(node, "axis", 1)
-        axis = axis + rank if axis < 0 else axis
-        layout = data[0].layout
-        if any(d.layout != layout for d in data) or layout.kind == "flat" or \
-                axis != layout.channel_axis(rank):
-            raise UnsupportedModelError(
-                f"Concat along axis {axis} of tensors of shapes "
-                f"{[self.shape_of(t) for t in node.input]}: qloom concatenates along the "
-                f"channel axis (1 of [N, C, H, W], the last of [N, K])", node.name)
-        infos = [self.tensors[d.ir] for d in data]
-        types = [i.dtype for i in infos]
-        if any(t.bipolar for t in types) and not all(t.bipolar for t in types):
-            raise UnsupportedModelError(
-                f"Concat of bipolar and non-bipolar tensors ({', '.join(map(str, types))})",
-                node.name)
-        if all(t == types[0] for t in types):
-            dtype = types[0]
-        else:
-            dtype = smallest_type(min(t.min for t in types), max(t.max for t in types))
-        scale = np.concatenate([np.broadcast_to(i.scale, (i.shape[-1],)) for i in infos])
-        if np.all(scale == scale[0]):
-            scale = scale[:1]
-        offset = np.concatenate([np.broadcast_to(np.asarray(d.offset, np.float64),
-                                                 (i.shape[-1],)) for d, i in zip(data, infos)])
-        zps = {i.zero_point for i in infos}
-        zero_point = zps.pop() if len(zps) == 1 else 0
-        layer = ir.Concat(name=node.name, inputs=tuple(d.ir for d in data),
-                          output=node.output[0])
-        lo = np.concatenate([self.ranges[d.ir][0] for d in data])
-        hi = np.concatenate([self.ranges[d.ir][1] for d in data])
-        self.new_tensor(layer.output, self.ir_shape(node.output[0], layout), dtype, scale,
-                        lo, hi, zero_point)
-        self.layers.append(layer)
-        quantized = all(d.quantized for d in data)
-        if all(d.ir in self.onnx_names for d in data) and len({i.zero_point for i in infos}) == 1:
-            self.onnx_names[layer.output] = node.output[0]
-            self.onnx_layouts[layer.output] = layout.to_onnx
-        return Int(layer.output, node.output[0], layout, offset, quantized)
-
     def maxpool(self, node, src: Int, out: str | None = None):
         kernel = list(node_attr(node, "kernel_shape", []))
         strides = list(node_attr(node, "strides", kernel))
@@ -491,82 +416,6 @@ class LayerBuilders:
                         *self.ranges[src.ir], info.zero_point)
         self.layers.append(layer)
         return Int(out, node.output[0], src.layout, src.offset, src.quantized)
-
-    def reshape(self, node, src: Int) -> Int:
-        """Flatten, Reshape, Transpose, Squeeze or Unsqueeze of an integer tensor. Free when
-        the IR keeps its element order (NCHW <-> NHWC transposes, flattening, adding or
-        dropping axes of size 1): the result is the same stream under a new layout, with an
-        IR ``Flatten`` where its shape changes. The network input, before any layer reads
-        it, is instead laid out by the host as this op's result needs."""
-        in_shape, out_shape = self.shape_of(node.input[0]), self.shape_of(node.output[0])
-        index = np.arange(int(np.prod(in_shape[1:])), dtype=np.int64).reshape(1, *in_shape[1:])
-        if node.op_type == "Transpose":
-            perm = list(node_attr(node, "perm", list(range(len(in_shape)))[::-1]))
-            if perm[0] != 0:
-                raise UnsupportedModelError(
-                    f"Transpose with perm {perm} moves the batch axis of an activation",
-                    node.name)
-            index = np.transpose(index, perm)
-        moved = index.ravel()       # ONNX-out element j is ONNX-in element moved[j]
-        if self._input_untouched(src):
-            return self._relayout_input(node, src, moved, in_shape, out_shape)
-        want = np.argsort(moved)[src.layout.order(in_shape)]
-        dims = tuple(in_shape[1:]) if len(in_shape) == 4 else src.layout.dims
-        layout = _find_layout(out_shape, want, dims)
-        if layout is None:
-            raise UnsupportedModelError(
-                f"{node.op_type} of an activation from {list(in_shape)} to "
-                f"{list(out_shape)} reorders its elements: the hardware streams channels-last "
-                f"pixels and moves no elements; qloom follows transposes between NCHW and "
-                f"NHWC and reshapes that keep that order", node.name)
-        info = self.tensors[src.ir]
-        shape = layout.ir_shape(out_shape)
-        if tuple(shape) == tuple(info.shape):
-            return Int(src.ir, node.output[0], layout, src.offset, src.quantized)
-        regroup = {what: _regroup(values, info.shape, shape)
-                   for what, values in (("scales", info.scale), ("offsets", src.offset),
-                                        ("ranges", self.ranges[src.ir][0]),
-                                        ("ranges ", self.ranges[src.ir][1]))}
-        mixed = [what.strip() for what, v in regroup.items() if v is None]
-        if mixed:
-            raise UnsupportedModelError(
-                f"{node.op_type} from {list(in_shape)} to {list(out_shape)} puts elements of "
-                f"different {mixed[0]} into one channel", node.name)
-        layer = ir.Flatten(name=node.name, inputs=(src.ir,), output=node.output[0],
-                           shape=None if len(shape) == 1 else tuple(shape))
-        self.new_tensor(layer.output, shape, info.dtype, regroup["scales"],
-                        regroup["ranges"], regroup["ranges "], info.zero_point)
-        self.layers.append(layer)
-        if src.ir in self.onnx_names:      # exactly value * scale in qonnx too
-            self.onnx_names[layer.output] = node.output[0]
-            self.onnx_layouts[layer.output] = layout.to_onnx
-        return Int(layer.output, node.output[0], layout, regroup["offsets"], src.quantized)
-
-    def _input_untouched(self, src: Int) -> bool:
-        """Whether ``src`` is the network input, read by nothing yet but this one op."""
-        if src.ir != self.input or self.input_layout is None:
-            return False
-        readers = [n for n in self.model.graph.node if src.onnx in n.input]
-        return len(readers) == 1 and not any(src.ir in l.inputs for l in self.layers)
-
-    def _relayout_input(self, node, src: Int, moved, in_shape, out_shape) -> Int:
-        """The input laid out so that this shape op's result is in the canonical layout
-        (NCHW images, plain otherwise) with nothing moved in hardware."""
-        target = NCHW if len(out_shape) == 4 else PLAIN
-        want = moved[target.order(out_shape)]
-        layout = _find_layout(in_shape, want, ())
-        info = self.tensors[src.ir]
-        if layout is None or (info.scale.size > 1 and layout != self.input_layout):
-            raise UnsupportedModelError(
-                f"{node.op_type} of the input from {list(in_shape)} to {list(out_shape)}: "
-                f"no channels-last layout of the input gives it (or the input quantizer "
-                f"has per-channel scales along another axis)", node.name)
-        self.input_layout = layout
-        shape = layout.ir_shape(in_shape)
-        lo, hi = info.dtype.min, info.dtype.max
-        self.new_tensor(src.ir, shape, info.dtype, info.scale, lo, hi, info.zero_point)
-        self.onnx_layouts[src.ir] = layout.to_onnx
-        return Int(src.ir, node.output[0], target, src.offset, src.quantized)
 
     # ---- the network --------------------------------------------------------------------
     def assemble(self, chain: FloatChain, output_name: str) -> ir.Network:

@@ -24,8 +24,10 @@ from ...errors import QloomError, UnsupportedModelError
 from .. import ir
 from ..thresholds import FloatFunction, derive_thresholds
 from .avgpool import AVGPOOL_OPS, float_avgpool_reason, lower_avgpool
+from .concat import lower_concat
 from .layer_builders import LayerBuilders
 from .quantizers import QUANTIZERS, quant_spec
+from .reshape import lower_reshape
 from .values import FloatChain, Int, Prefix
 
 __all__ = ["LoweringState", "ELEMENTWISE", "from_runtime"]
@@ -102,7 +104,7 @@ class LoweringState(LayerBuilders):
         elif op in AVGPOOL_OPS and isinstance(data[0], Int):
             self.env[node.output[0]] = lower_avgpool(self, node, data[0])
         elif op == "Concat" and all(isinstance(d, Int) for d in data):
-            self.env[node.output[0]] = self.on_concat(node, data)
+            self.env[node.output[0]] = lower_concat(self, node, data)
         elif op in SHAPE_OPS:
             self.on_reshape(node, data[0])
         else:
@@ -169,7 +171,7 @@ class LoweringState(LayerBuilders):
             self.env[node.output[0]] = Prefix(src.nodes + [node], src.alpha, src.beta,
                                               affine, src.blocker)
         elif isinstance(src, Int):
-            self.env[node.output[0]] = self.reshape(node, src)
+            self.env[node.output[0]] = lower_reshape(self, node, src)
         else:
             self.on_other(node, [src])
 
