@@ -224,8 +224,10 @@ def test_idle_board_stops_simulated_time(binary):
         fd = open_port(board.port)
         try:
             link = HostLink(PortFile(fd), FMT, FMT, timeout=30.0)
+            # the board pauses at once after its start; then the frame wakes it up
+            pauses = wait_for(board, lambda s: s["idle_pauses"] >= 1)["idle_pauses"]
             link.infer(frames(1, 6)[0])
-            first = wait_for(board, lambda s: s["idle_pauses"] >= 1)
+            first = wait_for(board, lambda s: s["idle_pauses"] > pauses)
             time.sleep(0.8)
             later = board.status()
         finally:
