@@ -8,7 +8,9 @@ synthesis and for simulation only), ``model_file`` and ``load_options`` (how to 
 model again), ``clock_mhz``, ``input`` and ``output`` (the stream ports: ``lanes``,
 ``element_bits``, ``payload_bits``, ``last_bit``, ``words_per_frame``,
 ``elements_per_frame``, ``dtype``, ...), ``host`` (what a host driver needs to quantize
-inputs and dequantize outputs), ``layers``, ``ideal_ii_cycles`` and ``board``.
+inputs and dequantize outputs), ``layers``, ``ideal_ii_cycles``, ``board`` and, when
+weights are in SPRAM, ``flash`` (``image``: the file relative to OUT, ``offset``: its
+byte address in the board's SPI flash; see ``qloom.hw.spram``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ _NUMBER = (int, float)
 # ports asks for them: read_manifest(out, ports=True)).
 _REQUIRED = {"format": int, "top": str, "rtl": list}
 _OPTIONAL = {"qloom_version": str, "clock_mhz": _NUMBER, "input": dict, "output": dict,
-             "layers": list, "ideal_ii_cycles": int, "sim_rtl": list}
+             "layers": list, "ideal_ii_cycles": int, "sim_rtl": list, "flash": dict}
 _PORT_KEYS = {"lanes": int, "element_bits": int, "payload_bits": int, "last_bit": int,
               "words_per_frame": int, "elements_per_frame": int, "dtype": dict}
 

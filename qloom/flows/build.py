@@ -168,7 +168,8 @@ def board_top(out_dir, manifest: dict, board: Board, clock_mhz: float, baud: int
     if pll is not None and pll.error > 0.01:
         print(f"[qloom] the PLL makes {pll.achieved_mhz} MHz (asked for {clock_mhz} MHz)")
     baud = _baud_for(board, pll.achieved_mhz if pll else board.oscillator_mhz, baud)
-    top = BoardTop(accelerator=VerilogAccelerator(fin, fout, top=manifest.get("top", "qloom_top")),
+    top = BoardTop(accelerator=VerilogAccelerator(fin, fout, top=manifest.get("top", "qloom_top"),
+                                                  flash="flash" in manifest),
                    input_format=fin, output_format=fout, baud=baud, pll=pll,
                    oscillator_mhz=board.oscillator_mhz)
     return platform, top

@@ -82,7 +82,10 @@ def step_target(state, cfg):
         family = {f.value: f for f in Family}.get(state.board.family.value, Family.GENERIC)
         if dsp_budget is None:
             dsp_budget = state.board.budget.dsp
-    state.options = BuildOptions(family=family, dsp_budget=dsp_budget, pipeline=cfg.pipeline)
+    from ..hw.spram import UP5K_SPRAMS
+    sprams = UP5K_SPRAMS if state.board is not None and state.board.device == "iCE40UP5K" else 0
+    state.options = BuildOptions(family=family, dsp_budget=dsp_budget, pipeline=cfg.pipeline,
+                                 sprams=sprams)
     return state
 
 
@@ -123,7 +126,31 @@ def step_fold(state, cfg):
         state.plan = base
     # The engines as planned: dense layers at one vector per cycle became unrolled ones.
     state.engines = list(state.plan.engines)
+    _check_sprams(state)
     return state
+
+
+def _engine_features(e, state) -> list:
+    """The estimate features of one planned engine (none for engines costed without
+    template features)."""
+    try:
+        return [f for _, f in e.features(state.plan.folds[e.name], state.options,
+                                          state.plan.dsps[e.name])]
+    except NotImplementedError:
+        return []
+
+
+def _check_sprams(state):
+    """Weights placed in SPRAM (per engine, ``engines.dense.weights_in_spram``) must not
+    need more SPRAMs than the device has."""
+    used = {e.name: sum(f.spram for f in _engine_features(e, state)) for e in state.engines}
+    total = sum(used.values())
+    if total > state.options.sprams:
+        listed = ", ".join(f"{name} {n}" for name, n in used.items() if n)
+        raise QloomError(f"the weights placed in SPRAM need {total} SPRAMs ({listed}) but the "
+                         f"device has {state.options.sprams}; choose a slower folding "
+                         f"(--target-fps, or a fold file with fewer pe*simd lanes in these "
+                         f"layers: each SPRAM gives 16 weight bits per cycle)")
 
 
 def step_build(state, cfg):
@@ -193,10 +220,7 @@ def _layer_rows(state):
         fold = plan.folds[e.name]
         # How full the blocks holding the engine's weights and thresholds are (engines
         # costed without template features name no memories).
-        try:
-            features = [f for _, f in e.features(fold, state.options, plan.dsps[e.name])]
-        except NotImplementedError:
-            features = []
+        features = _engine_features(e, state)
         memories = bit_efficiency(features, state.options.family)
         rows.append({"name": e.name, "layers": list(e.layers), "engine": e.engine_name,
                      "inputs": list(e.inputs), "output": e.output,
@@ -204,7 +228,8 @@ def _layer_rows(state):
                      "cycles_per_frame": plan.cycles[e.name],
                      "resources": plan.resources[e.name].as_dict(),
                      "bram_memories": memories,
-                     "bram_bit_efficiency": memories and memories["efficiency"]})
+                     "bram_bit_efficiency": memories and memories["efficiency"],
+                     "spram": sum(f.spram for f in features)})
     return rows
 
 
@@ -250,6 +275,7 @@ def _documents(state, cfg, model_file):
         "fps_at_clock": clock * 1e6 / plan.ideal_ii_cycles,
         "resources": total.as_dict(),
         "bram_bit_efficiency": _bram_bit_efficiency(layers, state.options.family),
+        "spram": sum(row["spram"] for row in layers),
         "board": None if state.board is None else {
             "name": cfg.board, "budget": state.board.budget.as_dict(),
             "fits": state.board.fits(total), "over": state.board.over(total),
@@ -353,6 +379,14 @@ def _write(state, cfg, area: outdir.Area):
             (staging / "rtl" / "sim" / name).write_text(text)
         model_file = _save_model(state.model, staging)
         manifest, report = _documents(state, cfg, model_file)
+        image = state.top.flash_image()
+        if image:
+            # Weights in SPRAM: the image the board's flash must hold (qloom.hw.spram).
+            from ..hw.spram import FLASH_OFFSET, image_bytes
+            (staging / "flash").mkdir()
+            (staging / "flash" / "weights.bin").write_bytes(image_bytes(image))
+            manifest["flash"] = {"image": "flash/weights.bin", "offset": FLASH_OFFSET,
+                                 "words": len(image)}
         write_manifest(staging, manifest)
         (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (staging / "report.md").write_text(render_report_md(report))

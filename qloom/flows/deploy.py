@@ -89,6 +89,22 @@ def _program_lines(board, report: dict, report_path: Path, tmp: Path) -> list[st
             board.program_command(bitstream)]
 
 
+def _flash_lines(board, out: Path, tmp: Path) -> list[str]:
+    """Weights in SPRAM (``qloom.hw.spram``) are read from the board's flash at start-up:
+    the lines writing the image there (before the bitstream, which starts the design);
+    copies the image into ``tmp``. No lines without SPRAM weights."""
+    from ..manifest import read_manifest
+    flash = read_manifest(out).get("flash")
+    if not flash:
+        return []
+    if not board.programmer.startswith("iceprog "):
+        raise QloomError(f"weights in SPRAM are loaded from the flash, which qloom programs "
+                         f"with iceprog; board {board.name!r} uses {board.programmer!r}")
+    shutil.copyfile(out / flash["image"], tmp / "weights.bin")
+    return ["# The weights live in SPRAM, read from the flash at start-up: write them there "
+            "first.", f"iceprog -o {int(flash['offset'])} weights.bin"]
+
+
 def deploy(out_dir, *, force: bool = False) -> Path:
     """Write ``OUT/deploy`` from the build in ``OUT/build``; returns the folder. A build
     that missed timing is refused unless ``force``."""
@@ -101,7 +117,8 @@ def deploy(out_dir, *, force: bool = False) -> Path:
                           hint="move it away and deploy again").prepare()
     tmp = area.staging()
     try:
-        (tmp / "program.sh").write_text(_script(_program_lines(board, report, report_path, tmp)))
+        lines = _flash_lines(board, out, tmp) + _program_lines(board, report, report_path, tmp)
+        (tmp / "program.sh").write_text(_script(lines))
         (tmp / "run.sh").write_text(_script([
             "# usage: ./run.sh DEVICE INPUTS.npy   (e.g. /dev/ttyUSB1 x.npy)",
             f'exec qloom run .. --port "$1" --inputs "$2" --baud {baud}']))

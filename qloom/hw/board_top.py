@@ -19,6 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from .link import Link, frame_layout
 from .protocol import WireFormat
+from .spram import SpiSignature
 from .uart import UARTRx, UARTTx, check_divisor, divisor_for
 
 __all__ = ["PLLPlan", "ice40_pll", "ecp5_pll", "VerilogAccelerator", "LinkCore", "BoardTop",
@@ -97,19 +98,26 @@ class VerilogAccelerator(wiring.Component):
     as a component with the qloom stream contract on ``i`` and ``o``."""
 
     def __init__(self, input_format: WireFormat, output_format: WireFormat, *,
-                 top: str = "qloom_top"):
+                 top: str = "qloom_top", flash: bool = False):
         self.top = top
-        super().__init__({"i": In(stream.Signature(frame_layout(input_format))),
-                          "o": Out(stream.Signature(frame_layout(output_format)))})
+        members = {"i": In(stream.Signature(frame_layout(input_format))),
+                   "o": Out(stream.Signature(frame_layout(output_format)))}
+        if flash:       # weights in SPRAM, loaded from the SPI flash (qloom.hw.spram)
+            members["flash"] = Out(SpiSignature())
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
+        ports = {}
+        if "flash" in self.signature.members:
+            ports = {"o_flash__sck": self.flash.sck, "o_flash__cs_n": self.flash.cs_n,
+                     "o_flash__copi": self.flash.copi, "i_flash__cipo": self.flash.cipo}
         m.submodules.accelerator = Instance(
             self.top, i_clk=ClockSignal(), i_rst=ResetSignal(),
             i_i__payload=self.i.payload.as_value(), i_i__valid=self.i.valid,
             o_i__ready=self.i.ready,
             o_o__payload=self.o.payload.as_value(), o_o__valid=self.o.valid,
-            i_o__ready=self.o.ready)
+            i_o__ready=self.o.ready, **ports)
         return m
 
 
@@ -128,8 +136,11 @@ class LinkCore(wiring.Component):
         self.input_format, self.output_format = input_format, output_format
         self.divisor, self.clock_hz = divisor, clock_hz
         check_divisor(divisor)
-        super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1),
-                          "led_beat": Out(1), "led_error": Out(1)})
+        members = {"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1),
+                   "led_beat": Out(1), "led_error": Out(1)}
+        if "flash" in accelerator.signature.members:
+            members["flash"] = Out(SpiSignature())
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -145,6 +156,8 @@ class LinkCore(wiring.Component):
         wiring.connect(m, link.o, tx.i)
         wiring.connect(m, link.feed, acc.i)
         wiring.connect(m, acc.o, link.result)
+        if "flash" in self.signature.members:
+            wiring.connect(m, acc.flash, wiring.flipped(self.flash))
 
         # One free-running counter: bit n toggles about once a second (heartbeat); an error
         # lights the error LED for 1/8 to 1/4 s, counted on the edges of bit n - 3.
@@ -224,6 +237,14 @@ class BoardTop(Elaboratable):
                      beat.eq(core.led_beat), error.eq(core.led_error)]
         if "uart_tx_enable" in {name for name, _ in platform.resources}:
             m.d.comb += platform.request("uart_tx_enable", 0).o.eq(1)   # ULX3S
+        if "flash" in core.signature.members:
+            # The configuration flash, free after configuration: the SPRAM weights' source.
+            # (amaranth-boards inverts cs, wp and hold: 1 selects, 0 leaves wp/hold high.)
+            pins = platform.request("spi_flash_1x", 0)
+            m.d.comb += [pins.cs.o.eq(~core.flash.cs_n), pins.clk.o.eq(core.flash.sck),
+                         pins.copi.o.eq(core.flash.copi), core.flash.cipo.eq(pins.cipo.i)]
+            m.d.comb += [getattr(pins, name).o.eq(0) for name in ("wp", "hold")
+                         if hasattr(pins, name)]
         return m
 
 

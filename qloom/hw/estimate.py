@@ -58,6 +58,7 @@ class Features:
     ff: dict = field(default_factory=dict)
     dsp: int = 0
     bram: int = 0
+    spram: int = 0    # iCE40UP5K SPRAMs (weights loaded from the flash), exact
     # Parameter memories in block RAM: name -> (stored bits, blocks), for bit efficiency.
     bram_memories: dict = field(default_factory=dict)
 
@@ -77,7 +78,8 @@ class Features:
 
     def to_json(self) -> dict:
         return {"template": self.template, "lut": self.lut, "ff": self.ff,
-                "dsp": self.dsp, "bram": self.bram, "bram_memories": self.bram_memories}
+                "dsp": self.dsp, "bram": self.bram, "spram": self.spram,
+                "bram_memories": self.bram_memories}
 
 
 @functools.lru_cache(maxsize=None)

@@ -443,12 +443,13 @@ class MVU(wiring.Component):
 def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type: DataType,
              acc_bits: int, thresholds: int, out_bits: int, dsps: int, pipeline: bool,
              dsp_blocks: bool, weights_block: bool, thresholds_block: bool,
-             buffer_block: bool, family) -> "Features":
+             buffer_block: bool, family, weights_spram: bool = False) -> "Features":
     """The MVU's resources as :class:`qloom.hw.estimate.Features`, from the parameters it
     is built from: ``thresholds`` fused thresholds per channel of ``out_bits``-bit
     outputs (0: none), ``dsps`` lanes on DSP blocks (``dsp_blocks``: ECP5 MULT18X18D
     blocks with their own registers), ``pipeline`` the register stages, and where each
-    memory goes (the ``*_block`` flags, as ``RamStyle`` places them)."""
+    memory goes (the ``*_block`` flags, as ``RamStyle`` places them; ``weights_spram``:
+    the weights in SPRAMs, whose address and select muxes are the logic they add)."""
     from .estimate import Features, adder_tree_luts, comparator_luts, memory_cost, ram_cost
     path = select_datapath(w_type, in_type)
     ib, wb = in_type.bits, w_type.bits
@@ -491,8 +492,12 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1))
     if pipeline:
         f.add("ff", "tree_stages", pe * (acc_bits + 2) * ((max(2, simd) - 1).bit_length() // 2))
-    f.add_memory("weights", memory_cost((mh // pe) * (mw // simd), pe * simd * wb, family,
-                                        weights_block), bits=mh * mw * wb)
+    if weights_spram:
+        f.spram = spram_blocks(pe * simd * wb)
+        f.add("lut", "spram_mux", f.spram * (14 + 3))
+    else:
+        f.add_memory("weights", memory_cost((mh // pe) * (mw // simd), pe * simd * wb,
+                                            family, weights_block), bits=mh * mw * wb)
     # The input vector is buffered for the later neuron folds (only when there are some).
     f.add("ff", "input", simd * ib)
     if mh // pe > 1:

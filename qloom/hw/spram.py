@@ -36,7 +36,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["SPRAM_DEPTH", "SPRAM_WIDTH", "UP5K_SPRAMS", "FLASH_OFFSET", "WAKE_CYCLES",
-           "SpiSignature", "LoadSignature", "Spram", "SpramRom", "FlashLoader",
+           "SpiSignature", "LoadSignature", "Spram", "SpramRom", "FlashLoader", "SpramLoader",
            "SpiFlashModel", "SB_SPRAM256KA_MODEL", "spram_image", "image_bytes", "simulation_models",
            "spram_blocks"]
 
@@ -233,6 +233,42 @@ def spram_image(width: int, words: list[int]) -> list[int]:
             for j in range(spram_blocks(width)) for word in words]
 
 
+class SpramLoader(wiring.Component):
+    """One ``FlashLoader`` for several SPRAM memories (``images``: each memory's
+    ``image()``, ``blocks``: its SPRAM count), in that order in the flash image; memory
+    ``k`` is written through port ``load<k>``."""
+
+    def __init__(self, *, images: list[list[int]], blocks: list[int],
+                 offset: int = FLASH_OFFSET, wake_cycles: int = WAKE_CYCLES):
+        if len(images) != len(blocks) or not images:
+            raise ValueError("SpramLoader needs one image per memory, and at least one")
+        self.images, self.blocks = images, blocks
+        self.offset, self.wake_cycles = offset, wake_cycles
+        super().__init__({"flash": Out(SpiSignature()),
+                          **{f"load{k}": Out(LoadSignature(n)) for k, n in enumerate(blocks)}})
+
+    def image(self) -> list[int]:
+        """The whole flash image: every memory's words in order."""
+        return [word for image in self.images for word in image]
+
+    def elaborate(self, platform):
+        m = Module()
+        counts = [len(image) // n for image, n in zip(self.images, self.blocks)
+                  for _ in range(n)]
+        m.submodules.loader = loader = FlashLoader(blocks=counts, offset=self.offset,
+                                                   wake_cycles=self.wake_cycles)
+        wiring.connect(m, loader.flash, wiring.flipped(self.flash))
+        base = 0
+        for k, n in enumerate(self.blocks):
+            port = getattr(self, f"load{k}")
+            mine = (loader.load.block >= base) & (loader.load.block < base + n)
+            m.d.comb += [port.block.eq(loader.load.block - base), port.addr.eq(loader.load.addr),
+                         port.data.eq(loader.load.data), port.en.eq(loader.load.en & mine),
+                         port.done.eq(loader.load.done)]
+            base += n
+        return m
+
+
 def image_bytes(words: list[int]) -> bytes:
     """The flash bytes of a 16-bit word image (most significant byte first)."""
     return b"".join(int(w).to_bytes(2, "big") for w in words)
@@ -253,8 +289,10 @@ class SpiFlashModel(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         flash = self.flash
-        m.submodules.mem = mem = Memory(shape=8, depth=len(self.data) + 1,
-                                        init=list(self.data) + [0xFF])
+        # Named for the harness, which keeps this memory's initial values
+        # (qloom.sim.harness.harness_verilog).
+        m.submodules.flash_image = mem = Memory(shape=8, depth=len(self.data) + 1,
+                                                init=list(self.data) + [0xFF])
         port = mem.read_port(domain="comb")
         sck_prev = Signal()
         command = Signal(32)

@@ -22,6 +22,7 @@ from amaranth.lib.wiring import In, Out
 from .dup import Duplicate
 from .fifo import StreamFIFO
 from .skid import SkidBuffer
+from .spram import SpiSignature, SpramLoader
 from .width import WidthConverter
 
 __all__ = ["Node", "AcceleratorTop", "frame_layout", "edge_depth", "estimate_edge"]
@@ -130,8 +131,19 @@ class AcceleratorTop(wiring.Component):
         out_elem = _array(producers[output].component.o).elem_shape
         self.in_layout = frame_layout(in_elem, in_lanes)
         self.out_layout = frame_layout(out_elem, out_lanes)
-        super().__init__({"i": In(stream.Signature(self.in_layout)),
-                          "o": Out(stream.Signature(self.out_layout))})
+        # Engines with weights in SPRAM (a ``load`` port) are loaded from the SPI flash
+        # at start-up through the top's ``flash`` port (qloom.hw.spram).
+        self.spram_nodes = [n for n in self.nodes if "load" in n.component.signature.members]
+        members = {"i": In(stream.Signature(self.in_layout)),
+                   "o": Out(stream.Signature(self.out_layout))}
+        if self.spram_nodes:
+            members["flash"] = Out(SpiSignature())
+        super().__init__(members)
+
+    def flash_image(self) -> list[int]:
+        """The 16-bit words the flash must hold at ``qloom.hw.spram.FLASH_OFFSET`` (empty
+        without SPRAM weights)."""
+        return [w for n in self.spram_nodes for w in n.component.spram_image()]
 
     def _consumers(self):
         consumers = {}
@@ -198,6 +210,13 @@ class AcceleratorTop(wiring.Component):
 
         for node in self.nodes:
             m.submodules[node.name] = node.component
+        if self.spram_nodes:
+            m.submodules.spram_loader = loader = SpramLoader(
+                images=[n.component.spram_image() for n in self.spram_nodes],
+                blocks=[n.component.load.signature.blocks for n in self.spram_nodes])
+            wiring.connect(m, loader.flash, wiring.flipped(self.flash))
+            for k, n in enumerate(self.spram_nodes):
+                wiring.connect(m, getattr(loader, f"load{k}"), n.component.load)
         for node in [None] + self.nodes:
             tensor = self.input if node is None else node.output
             stream_out = sources[tensor] if node is None else node.component.o

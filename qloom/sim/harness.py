@@ -81,10 +81,13 @@ class StreamHarness(wiring.Component):
         row per VPI call, and the call, not the width, is what costs. The row being
         filled is in ``in_cycle_row``, ``out_row`` and ``out_cycle_row`` (its ``k`` words
         in the top ``k`` lanes), the full ones in the memories.
+    flash : the SPI flash's bytes at ``flash_offset`` for a design with weights in SPRAM
+        (a ``flash`` port, see ``qloom.hw.spram``), answered by ``SpiFlashModel``.
     """
 
     def __init__(self, *, top: str, in_bits: int, out_bits: int, out_last_bit: int,
-                 clock_period_ps: int, depth: int = DEFAULT_DEPTH, lanes: int = 2):
+                 clock_period_ps: int, depth: int = DEFAULT_DEPTH, lanes: int = 2,
+                 flash: bytes | None = None, flash_offset: int = 0):
         for name, value in (("input payload width", in_bits), ("clock period", clock_period_ps),
                             ("output payload width", out_bits), ("ring depth", depth),
                             ("lane count", lanes)):
@@ -103,6 +106,7 @@ class StreamHarness(wiring.Component):
         self.top, self.in_bits, self.out_bits = top, in_bits, out_bits
         self.out_last_bit, self.depth, self.lanes = out_last_bit, depth, lanes
         self.clock_period_ps = clock_period_ps
+        self.flash, self.flash_offset = flash, flash_offset
         super().__init__({
             "clock": Out(1),
             "reset": In(1),
@@ -143,10 +147,17 @@ class StreamHarness(wiring.Component):
         # The design stays in reset until the run starts, so that cycle 0 is its first
         # cycle out of reset (as with the per-cycle bench), whatever the setup took.
         dut_reset = Signal()
+        ports = {}
+        if self.flash:
+            from ..hw.spram import SpiFlashModel
+            m.submodules.flash = flash = SpiFlashModel(data=self.flash,
+                                                       offset=self.flash_offset)
+            ports = {"o_flash__sck": flash.flash.sck, "o_flash__cs_n": flash.flash.cs_n,
+                     "o_flash__copi": flash.flash.copi, "i_flash__cipo": flash.flash.cipo}
         m.submodules.dut = Instance(
             self.top, i_clk=ClockSignal(), i_rst=dut_reset,
             i_i__payload=i_payload, i_i__valid=i_valid, o_i__ready=i_ready,
-            o_o__payload=o_payload, o_o__valid=o_valid, i_o__ready=o_ready)
+            o_o__payload=o_payload, o_o__valid=o_valid, i_o__ready=o_ready, **ports)
         running = Signal()
         m.d.comb += [running.eq(cfg.start & ~self.done),
                      dut_reset.eq(ResetSignal() | ~cfg.start)]
@@ -312,10 +323,11 @@ def harness_verilog(harness: StreamHarness, name: str = "qloom_harness") -> str:
 
     Amaranth writes an initializer line per memory word; for memories of a million words
     that is most of the file and most of Verilator's build time. The harness's memories
-    are loaded through VPI before they are read, so their initial values never matter."""
+    are loaded through VPI before they are read, so their initial values never matter;
+    the flash model's image (``SpiFlashModel``'s ``flash_image``) is kept."""
     from amaranth.back import verilog
     text = verilog.convert(harness, name=name, emit_src=False)
-    return _MEMORY_INIT.sub("", text)
+    return _MEMORY_INIT.sub(lambda m: m[0] if "flash_image[" in m[0] else "", text)
 
 
 def clock_verilog(period_ps: int) -> str:

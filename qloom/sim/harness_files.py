@@ -61,20 +61,26 @@ def _params(manifest: dict, verilator: bool, clock_period_ps: int) -> dict:
 
 
 def write_harness_files(build_dir: Path, manifest: dict, *, verilator: bool,
-                        clock_period_ps: int) -> HarnessFiles:
+                        clock_period_ps: int, flash: bytes | None = None) -> HarnessFiles:
     """Write the harness for the manifest's ports into ``build_dir``, unless the file there
     was made for the same ports by the same generator (its first line says so), and for
-    Verilator its control file."""
+    Verilator its control file. ``flash``: the SPI flash image of a design with weights
+    in SPRAM (the manifest's ``flash``), served by a flash model in the harness."""
     params = _params(manifest, verilator, clock_period_ps)
+    extra = {}
+    if flash:
+        extra = {"flash": flash, "flash_offset": manifest["flash"]["offset"]}
     source = build_dir / f"{TOP}.v"
     digest = hashlib.sha256(Path(generator.__file__).read_bytes()).hexdigest()[:16]
-    header = f"// qloom stream harness {digest} {json.dumps(params, sort_keys=True)}\n"
+    shown = dict(params, **({"flash": hashlib.sha256(flash).hexdigest()[:16],
+                             "flash_offset": extra["flash_offset"]} if flash else {}))
+    header = f"// qloom stream harness {digest} {json.dumps(shown, sort_keys=True)}\n"
     fresh = False
     if source.is_file():
         with source.open() as f:
             fresh = f.readline() == header
     if not fresh:
-        source.write_text(header + harness_verilog(StreamHarness(**params), name=TOP)
+        source.write_text(header + harness_verilog(StreamHarness(**params, **extra), name=TOP)
                           + clock_verilog(clock_period_ps))
     if not verilator:
         return HarnessFiles(source, params)

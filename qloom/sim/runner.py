@@ -208,6 +208,9 @@ def _idle_timeout(manifest: dict, backpressure: float) -> int:
     layers = sum(layer.get("cycles_per_frame", 0) for layer in manifest.get("layers", []))
     words = manifest["input"]["words_per_frame"] + manifest["output"]["words_per_frame"]
     budget = 4 * (layers + words + manifest.get("ideal_ii_cycles", 0)) + 1000
+    # Weights in SPRAM are loaded from the flash first: two cycles a bit (16 a word) and a
+    # cycle to write each word, after the wake-up.
+    budget += 33 * manifest.get("flash", {}).get("words", 0) + 10000
     return int(budget / (1.0 - backpressure) ** 2)
 
 
@@ -287,7 +290,7 @@ class _Setup:
 
 
 def _bench_setup(bench: Bench, simulator: Simulator, manifest: dict, sources: list,
-                 build_dir: Path) -> _Setup:
+                 build_dir: Path, flash: bytes | None = None) -> _Setup:
     verilator = simulator is Simulator.VERILATOR
     options = ({"build_args": ["-Wno-fatal"]} if verilator
                else {"timescale": ("1ns", "1ps"), "always": True})
@@ -295,7 +298,7 @@ def _bench_setup(bench: Bench, simulator: Simulator, manifest: dict, sources: li
         return _Setup(sources, manifest["top"], "qloom.sim.tb_stream", options, [], {})
     from .harness_files import TOP, write_harness_files
     files = write_harness_files(build_dir, manifest, verilator=verilator,
-                                clock_period_ps=_clock_period_ps(manifest))
+                                clock_period_ps=_clock_period_ps(manifest), flash=flash)
     if verilator:
         options = {"build_args": [*options["build_args"], *files.verilator_args],
                    "timescale": ("1ns", "1ps")}
@@ -343,7 +346,14 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
     build_dir = Path(build_dir or out_dir / "sim" / f"build_{simulator.value}{suffix}").resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
 
-    setup = _bench_setup(bench, simulator, manifest, sources, build_dir)
+    flash = None
+    if "flash" in manifest:
+        # Weights in SPRAM: the harness's flash model serves the image to the loader.
+        if bench is not Bench.HARNESS:
+            raise QloomError("a design with weights in SPRAM simulates with the HDL "
+                             "harness only (its flash model); drop --bench python")
+        flash = (out_dir / manifest["flash"]["image"]).read_bytes()
+    setup = _bench_setup(bench, simulator, manifest, sources, build_dir, flash)
     files = {name: build_dir / f"tb_{name}" for name in
              ("inputs.txt", "job.json", "result.json", "progress.txt")}
     files["inputs.txt"].write_text("".join(f"{int(x):x}\n" for x in payloads.flat))

@@ -118,3 +118,63 @@ def test_models_only_when_instantiated():
 def test_errors(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+# -- the compile flow: the planner's choice, the flash image, the simulation harness ---
+
+def _spram_net(hidden=128, seed=0):
+    sys.path.insert(0, str(Path(__file__).parent.parent / "flows"))
+    from nets import NetBuilder
+    b = NetBuilder((256,), BIPOLAR, seed)
+    b.dense(hidden, BIPOLAR)
+    b.threshold(BIPOLAR)
+    b.dense(10, BIPOLAR)
+    return b.network("spram_mlp")
+
+
+@pytest.mark.slow
+def test_compiled_design_loads_spram_from_flash_bit_exact(tmp_path):
+    from qloom.flows.compile import compile_model
+    from qloom.flows.simulate import simulate
+    net = _spram_net()
+    # 2048 words of 16 bits: 8 block RAMs, so the planner puts them in one SPRAM.
+    design = compile_model(net, tmp_path / "out", board="icebreaker",
+                           fold={"dense0": {"pe": 2, "simd": 8}})
+    rows = {row["name"]: row for row in design.report["layers"]}
+    # The weights left block RAM (the input buffer and thresholds may still use one).
+    assert rows["dense0"]["spram"] == 1 and rows["dense0"]["resources"]["bram"] <= 2
+    assert design.report["spram"] == 1
+    flash = design.manifest["flash"]
+    assert flash["offset"] == 0x100000 and flash["words"] == 2048
+    assert (tmp_path / "out" / flash["image"]).stat().st_size == 4096
+    results = simulate(tmp_path / "out", random=3, seed=5, backpressure=0.3, progress=False,
+                       network=net)
+    assert results["frames"] == 3 and results["mismatches"] == 0
+
+
+def test_planner_refuses_more_sprams_than_the_device_has(tmp_path):
+    from qloom.errors import QloomError
+    from qloom.flows.compile import compile_model
+    sys.path.insert(0, str(Path(__file__).parent.parent / "flows"))
+    from nets import NetBuilder
+    b = NetBuilder((256,), BIPOLAR, 0)
+    b.dense(192, BIPOLAR)
+    b.threshold(BIPOLAR)
+    b.dense(256, BIPOLAR)
+    b.threshold(BIPOLAR)
+    b.dense(10, BIPOLAR)
+    with pytest.raises(QloomError, match=r"need 5 SPRAMs \(dense0 4, dense2 1\) but the "
+                                         r"device has 4"):
+        compile_model(b.network("big"), tmp_path / "out", board="icebreaker",
+                      fold={"dense0": {"pe": 4, "simd": 16}, "dense2": {"pe": 2, "simd": 8}})
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_spram_on_ecp5_or_small_memories():
+    from qloom.flows.cost import Family
+    from qloom.flows.engines.dense import weights_in_spram
+    assert weights_in_spram(2048, 16, Family.ICE40, 4)
+    assert not weights_in_spram(2048, 16, Family.ECP5, 0)
+    assert not weights_in_spram(1024, 16, Family.ICE40, 4)       # 4 block RAMs: stays
+    assert not weights_in_spram(2048, 80, Family.ICE40, 4)       # five SPRAMs wide
+    assert not weights_in_spram(32768, 16, Family.ICE40, 4)      # deeper than one SPRAM

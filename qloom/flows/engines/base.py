@@ -33,6 +33,7 @@ class BuildOptions:
     family: Family = Family.ICE40
     dsp_budget: int | None = None      # multipliers on DSP blocks, whole design
     pipeline: bool = True              # register stages for Fmax (adder trees, memories)
+    sprams: int = 0                    # iCE40UP5K SPRAMs weights may use (qloom.hw.spram)
 
 
 def pixels(shape) -> int:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ...hw.mvu_datapath import Datapath, select_datapath
 from ...nn.dtypes import DataType
 from ...nn.ir import Dense, MultiThreshold
+from ...hw.estimate import bram_count
 from ..cost import Family, has_lutram, use_block_ram
 from .base import BuildOptions, Engine, Fold, divisors, pixels
 
@@ -30,7 +31,7 @@ def mvu_features(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
     folding, with the memory placement and register stages this engine builds it with."""
     from ...hw import mvu
     styles = memory_styles(mh, mw, pe, simd, w_type, in_type, acc_bits, threshold,
-                           options.family)
+                           options.family, options.sprams)
     return (template or mvu).estimate(
         mh=mh, mw=mw, pe=pe, simd=simd, w_type=w_type, in_type=in_type, acc_bits=acc_bits,
         thresholds=threshold.num_thresholds if threshold is not None else 0,
@@ -38,7 +39,8 @@ def mvu_features(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
         pipeline=options.pipeline,
         dsp_blocks=dsp_primitive(options, w_type, in_type) is not None,
         weights_block=styles.weights, thresholds_block=styles.thresholds,
-        buffer_block=styles.buffer, family=options.family)
+        buffer_block=styles.buffer, family=options.family,
+        weights_spram=styles.weights_spram)
 
 
 class DenseEngine(Engine):
@@ -102,7 +104,7 @@ class DenseEngine(Engine):
     def styles(self, fold, options) -> "MemoryStyles":
         d = self.dense
         return memory_styles(d.mh, d.mw, fold.pe, fold.simd, d.w_type, d.in_type,
-                             d.acc_type.bits, self.threshold, options.family)
+                             d.acc_type.bits, self.threshold, options.family, options.sprams)
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.mvu import MVU
@@ -118,12 +120,14 @@ class DenseEngine(Engine):
 
 @dataclass(frozen=True)
 class MemoryStyles:
-    """Block RAM (True) or logic (False) for each memory of one matrix-vector unit."""
+    """Block RAM (True) or logic (False) for each memory of one matrix-vector unit, and
+    SPRAM for its weights (``weights_spram``, iCE40UP5K)."""
 
     weights: bool
     thresholds: bool
     buffer: bool
     lutram: bool = False     # the family has distributed RAM cells for the buffer
+    weights_spram: bool = False
 
     def ram_styles(self) -> dict:
         """The MVU keyword arguments placing its memories accordingly: read-only ones in
@@ -135,16 +139,35 @@ class MemoryStyles:
             return RamStyle.BLOCK if block else RamStyle.DISTRIBUTED
         buffer = (RamStyle.BLOCK if self.buffer else
                   RamStyle.LUTRAM if self.lutram else RamStyle.DISTRIBUTED)
-        return {"ram_style": style(self.weights),
+        return {"ram_style": RamStyle.SPRAM if self.weights_spram else style(self.weights),
                 "threshold_ram_style": style(self.thresholds),
                 "buffer_ram_style": buffer}
 
 
+# A weight memory goes to SPRAM (when the device has them) from this many block RAMs on:
+# a quarter of the UP5K's 30, so that the memories that would exhaust block RAM go there
+# and small ones stay in block RAM, which needs no load from the flash.
+SPRAM_FROM_BRAMS = 8
+
+
+def weights_in_spram(words: int, width: int, family: Family, sprams: int) -> bool:
+    """Whether a weight memory of ``words`` x ``width`` bits goes to SPRAM: the device has
+    ``sprams`` (iCE40UP5K), the memory fits side by side SPRAMs (at most 16K words, at
+    most ``sprams`` of them) and would take ``SPRAM_FROM_BRAMS`` block RAMs or more."""
+    from ...hw.spram import SPRAM_DEPTH, spram_blocks
+    return (family is Family.ICE40 and sprams > 0 and words <= SPRAM_DEPTH
+            and spram_blocks(width) <= sprams
+            and bram_count(words, width, family) >= SPRAM_FROM_BRAMS)
+
+
 def memory_styles(mh, mw, pe, simd, w_type: DataType, in_type: DataType, acc_bits: int,
-                  threshold: MultiThreshold | None, family: Family) -> MemoryStyles:
+                  threshold: MultiThreshold | None, family: Family,
+                  sprams: int = 0) -> MemoryStyles:
     k = threshold.num_thresholds if threshold is not None else 0
+    words, width = (mh // pe) * (mw // simd), pe * simd * w_type.bits
     return MemoryStyles(
-        weights=use_block_ram((mh // pe) * (mw // simd), pe * simd * w_type.bits, family),
+        weights_spram=weights_in_spram(words, width, family, sprams),
+        weights=use_block_ram(words, width, family),
         thresholds=k > 0 and use_block_ram(mh // pe, pe * k * acc_bits, family),
         buffer=use_block_ram(mw // simd, simd * in_type.bits, family, writable=True),
         lutram=has_lutram(family))
