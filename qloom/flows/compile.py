@@ -117,7 +117,9 @@ def step_fold(state, cfg):
         from .build import LINK_OVERHEAD
         board = state.board
         state.plan = fit_to_budget(engines, lambda need: board.fits(need + LINK_OVERHEAD),
-                                   board.budget, options)
+                                   board.budget, options,
+                                   accept=lambda plan: sum(_sprams(plan, options).values())
+                                   <= options.sprams)
     elif isinstance(cfg.fold, dict):
         state.plan = plan_from_file(engines, cfg.fold, options, base)
     elif cfg.fold is not None:
@@ -130,20 +132,25 @@ def step_fold(state, cfg):
     return state
 
 
-def _engine_features(e, state) -> list:
+def _engine_features(e, plan, options) -> list:
     """The estimate features of one planned engine (none for engines costed without
     template features)."""
     try:
-        return [f for _, f in e.features(state.plan.folds[e.name], state.options,
-                                          state.plan.dsps[e.name])]
+        return [f for _, f in e.features(plan.folds[e.name], options, plan.dsps[e.name])]
     except NotImplementedError:
         return []
+
+
+def _sprams(plan, options) -> dict:
+    """SPRAMs each engine's weights take in ``plan``."""
+    return {e.name: sum(f.spram for f in _engine_features(e, plan, options))
+            for e in plan.engines}
 
 
 def _check_sprams(state):
     """Weights placed in SPRAM (per engine, ``engines.dense.weights_in_spram``) must not
     need more SPRAMs than the device has."""
-    used = {e.name: sum(f.spram for f in _engine_features(e, state)) for e in state.engines}
+    used = _sprams(state.plan, state.options)
     total = sum(used.values())
     if total > state.options.sprams:
         listed = ", ".join(f"{name} {n}" for name, n in used.items() if n)
@@ -220,7 +227,7 @@ def _layer_rows(state):
         fold = plan.folds[e.name]
         # How full the blocks holding the engine's weights and thresholds are (engines
         # costed without template features name no memories).
-        features = _engine_features(e, state)
+        features = _engine_features(e, plan, state.options)
         memories = bit_efficiency(features, state.options.family)
         rows.append({"name": e.name, "layers": list(e.layers), "engine": e.engine_name,
                      "inputs": list(e.inputs), "output": e.output,

@@ -183,9 +183,10 @@ def plan_from_file(engines, spec: dict, options: BuildOptions, fallback: Plan) -
 
 
 def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
-                  options: BuildOptions) -> Plan:
-    """The fastest balanced plan whose estimated resources ``fits`` accepts (``budget``
-    is only quoted when none does)."""
+                  options: BuildOptions, accept: Callable[[Plan], bool] | None = None) -> Plan:
+    """The fastest balanced plan whose estimated resources ``fits`` accepts, and ``accept``
+    too when given (a check on the whole plan, e.g. the SPRAMs its weights take);
+    ``budget`` is only quoted when none does."""
     candidates = sorted({e.cycles(f) for e in engines for f in e.folds()})
     best = None
     lo, hi = 0, len(candidates) - 1
@@ -193,7 +194,7 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
     while lo <= hi:
         mid = (lo + hi) // 2
         plan = plan_for_cycles(engines, candidates[mid], options, how="auto")
-        if fits(plan.total):
+        if fits(plan.total) and (accept is None or accept(plan)):
             best, hi = plan, mid - 1
         else:
             lo = mid + 1

@@ -47,6 +47,11 @@ def render_report_md(report: dict) -> str:
         out.append(f"- block RAM bit efficiency of the weight and threshold memories: "
                    f"{100 * report['bram_bit_efficiency']:.1f}% (stored bits over the "
                    f"capacity of their blocks)")
+    if report.get("spram"):
+        spram = {row["name"]: row["spram"] for row in report["layers"] if row.get("spram")}
+        out.append(f"- weights in SPRAM (loaded from the SPI flash at start-up): "
+                   f"{report['spram']} SPRAMs ("
+                   + ", ".join(f"{name} {n}" for name, n in spram.items()) + ")")
     out += ["", "## Engines (estimates)", "",
             layer_table(report["layers"], board["budget"] if board else None),
             "## Compile steps", "",
