@@ -59,7 +59,10 @@ BLOCK_SHAPES = {
     "ecp5": (BlockShape(512, 36), BlockShape(1024, 18), BlockShape(2048, 9),
              BlockShape(4096, 4), BlockShape(8192, 2), BlockShape(16384, 1)),
     "ice40": (BlockShape(256, 16), BlockShape(512, 8), BlockShape(1024, 4),
-              BlockShape(2048, 2)),
+              BlockShape(2048, 2),
+              # No native 1-bit mode, but Yosys folds an address bit into the 2-bit one
+              # (two words per entry and a mux): 4096 x 3 maps to 3 blocks, not 4.
+              BlockShape(4096, 1)),
 }
 # The bits one block holds at its widest (parity bits included on ECP5).
 BLOCK_BITS = {"ecp5": 18432, "ice40": 4096}

@@ -33,6 +33,8 @@ def test_pack_is_minimal(family, depth, width):
     (16384, 49, "ecp5", 44, "32 x 512x36 + 8 x 2048x9 + 4 x 4096x4"),
     (512, 1568, "ecp5", 44, "44 x 512x36"),          # LFC's first layer at pe=2, simd=784
     (2048, 13, "ice40", 7, "4 x 512x8 + 2 x 1024x4 + 1 x 2048x2"),
+    # A 1-bit column folded into the 2-bit mode, as Yosys maps it (measured: 3 blocks).
+    (4096, 3, "ice40", 3, "2 x 2048x2 + 1 x 4096x1"),
     (256, 4096, "ecp5", 114, "114 x 512x36"),        # bandwidth-bound: half full
 ])
 def test_pack_examples(depth, width, family, blocks, slices):
