@@ -40,7 +40,11 @@ def _plan(spec, results: Results, *, force: bool, retry_failed: bool):
 
 
 def _start_ray(address: str | None, jobs: int | None):
+    """Ray, connected; None when the caller (Python code) had connected it already, which
+    the sweep then uses as it is and leaves connected."""
     import ray
+    if ray.is_initialized():
+        return None
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     if address:
         try:
@@ -147,9 +151,15 @@ def _run_points(ray, spec, results: Results, todo, records: dict, run: str, prog
 
 
 def _write_all(results: Results, spec, records: dict) -> list[dict]:
-    from .sweep_plots import write_plots
+    """The tables, and the plots and page when the table changed (or they are missing):
+    a re-run with nothing to do need not load matplotlib."""
+    from .sweep_plots import PLOTS
+    before = results.read_rows()
     rows = results.write_tables(spec.points, records)
-    write_plots(results.path, rows, str(spec.path))
+    pictures = [results.path / "report.html", *(results.path / "plots" / p for p in PLOTS)]
+    if rows != before or not all(p.is_file() for p in pictures):
+        from .sweep_plots import write_plots
+        write_plots(results.path, rows, str(spec.path))
     return rows
 
 
@@ -173,7 +183,8 @@ def sweep(spec_path, out, *, address: str | None = None, jobs: int | None = None
             return []
         rows = _write_all(results, spec, records)
         if todo:
-            ray = _start_ray(address, jobs or len(os.sched_getaffinity(0)))
+            import ray
+            owned = _start_ray(address, jobs or len(os.sched_getaffinity(0))) is not None
             try:
                 _check_fits(ray, spec)
                 nodes = [n for n in ray.nodes() if n.get("Alive")]
@@ -183,7 +194,8 @@ def sweep(spec_path, out, *, address: str | None = None, jobs: int | None = None
                             run=f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}",
                             progress=_Progress(len(todo)))
             finally:
-                ray.shutdown()
+                if owned:
+                    ray.shutdown()
             rows = _write_all(results, spec, records)
         return rows
     finally:

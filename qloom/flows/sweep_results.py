@@ -101,6 +101,13 @@ class Results:
         write_json(folder / RECORD, record)
         return record
 
+    def read_rows(self) -> list[dict] | None:
+        """The rows of ``results.json`` as last written, or None."""
+        try:
+            return json.loads((self.path / "results.json").read_text()).get("rows")
+        except (OSError, ValueError, AttributeError):
+            return None
+
     def write_tables(self, points, records: dict) -> list[dict]:
         """``results.json`` and ``results.csv``: one row per point of the SPEC, in its order."""
         rows = [row(p, records.get(p.id), self.folder(p)) for p in points]

@@ -43,13 +43,10 @@ def write_json(path: Path, value):
 def node_info() -> dict:
     """Where this task runs: Ray's node id, the host and the worker's process."""
     info = {"host": socket.gethostname(), "pid": os.getpid(), "node_id": None, "node_ip": None}
-    try:
-        import ray
-        ctx = ray.get_runtime_context()
-        info["node_id"] = ctx.get_node_id()
+    import ray
+    if ray.is_initialized():    # else called outside Ray, where asking would start one
+        info["node_id"] = ray.get_runtime_context().get_node_id()
         info["node_ip"] = ray.util.get_node_ip_address()
-    except Exception:           # outside Ray (tests call the task body directly)
-        pass
     return info
 
 
