@@ -59,9 +59,11 @@ def _build_part(report: dict) -> dict:
     return {k: report.get(k) for k in keep}
 
 
-def run_point(request: dict, folder: Path, log=print) -> dict:
+def run_point(request: dict, folder: Path, log=print, out: dict | None = None) -> dict:
     """Compile, simulate and (unless ``build`` is false) build the point; returns the
-    measurements. Raises what the steps raise."""
+    measurements. Raises what the steps raise; ``out`` then holds what was measured
+    before (a build refused as too big still shows its estimate), ``step`` the step
+    that failed."""
     from ..nn.dtypes import parse_dtype
     from .build import build_board
     from .compile import compile_model
@@ -71,8 +73,10 @@ def run_point(request: dict, folder: Path, log=print) -> dict:
     options = dict(request.get("load_options") or {})
     if "input_type" in options:
         options["input_type"] = parse_dtype(options["input_type"])
-    seconds, out = {}, {}
+    out = {} if out is None else out
+    seconds = out["seconds"] = {}
 
+    out["step"] = "compile"
     t0 = time.perf_counter()
     log(f"[sweep] compile {request['model']} for {request['board']}, folding "
         f"{request['folding']}")
@@ -84,6 +88,7 @@ def run_point(request: dict, folder: Path, log=print) -> dict:
     seconds["compile"] = round(time.perf_counter() - t0, 3)
     out["compile"] = _compile_part(compiled.report)
 
+    out["step"] = "simulate"
     t0 = time.perf_counter()
     log(f"[sweep] simulate {request['frames']} random frames on {request['simulator']}")
     sim = simulate(design, random=request["frames"], simulator=request["simulator"],
@@ -96,12 +101,13 @@ def run_point(request: dict, folder: Path, log=print) -> dict:
                             f"bug in qloom")
 
     if request.get("build", True):
+        out["step"] = "build"
         t0 = time.perf_counter()
         log(f"[sweep] build for {request['board']}")
         built = build_board(design, retry=request.get("timing_retry", True))
         seconds["build"] = round(time.perf_counter() - t0, 3)
         out["build"] = _build_part(built.report)
-    out["seconds"] = seconds
+    del out["step"]
     return out
 
 
@@ -120,20 +126,21 @@ def main(argv=None) -> int:
     _die_with_parent(args.parent)
     request = json.loads(args.request.read_text())
     start = time.perf_counter()
+    measured = {}
     try:
         outcome = {"status": "ok", "error": None, "error_type": None, "retry": False,
                    **run_point(request, args.request.parent,
-                               log=lambda msg: print(msg, flush=True))}
+                               log=lambda msg: print(msg, flush=True), out=measured)}
     except QloomError as e:
         # Tool failures and qloom bugs may pass (memory, a flaky tool); the rest is final.
         retry = isinstance(e, (ToolError, InternalError))
         if isinstance(e, InternalError):
             traceback.print_exc()
-        outcome = {"status": "failed", "error": str(e), "error_type": type(e).__name__,
-                   "retry": retry}
+        outcome = {**measured, "status": "failed", "error": str(e),
+                   "error_type": type(e).__name__, "retry": retry}
     except Exception as e:            # a bug outside qloom's errors: keep the traceback
         traceback.print_exc()
-        outcome = {"status": "failed", "error": f"{type(e).__name__}: {e}",
+        outcome = {**measured, "status": "failed", "error": f"{type(e).__name__}: {e}",
                    "error_type": type(e).__name__, "retry": True}
     outcome["wall_seconds"] = round(time.perf_counter() - start, 3)
     print(f"[sweep] {outcome['status']}"

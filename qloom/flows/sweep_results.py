@@ -146,7 +146,10 @@ def row(point, record: dict | None, folder: Path) -> dict:
         return r
     # The table keeps the error's first line; the record has all of it and the log's tail.
     error = record.get("error")
-    r["status"], r["error"] = record.get("status"), error.splitlines()[0] if error else None
+    if error:
+        error = error.splitlines()[0]
+        error = f"{record['step']}: {error}" if record.get("step") else error
+    r["status"], r["error"] = record.get("status"), error
     node = record.get("node") or {}
     attempts = record.get("attempts") or []
     last = attempts[-1] if attempts else {}

@@ -244,12 +244,32 @@ def test_point_with_bad_input_fails_at_once_with_its_log(tmp_path):
     finally:
         results.close()
     assert record["status"] == "failed" and record["retry"] is False
-    assert "cannot read ONNX model" in record["error"]
+    assert "cannot read ONNX model" in record["error"] and record["step"] == "compile"
     assert len(record["attempts"]) == 1
     log = (results.folder(spec.points[0]) / "log.txt").read_text()
     assert "cannot read ONNX model" in log
     assert json.loads((results.folder(spec.points[0]) / RECORD).read_text())["key"] \
         == spec.points[0].key
+
+
+def test_build_refused_as_too_big_keeps_the_estimate_and_simulation(tmp_path):
+    """The fit check refuses the build (no tool runs): the point fails at once, and its
+    row still shows the compile estimate and the simulated II."""
+    spec = read_spec(write_spec(tmp_path, TINY.replace("build = false", "build = true")
+                                .replace('["auto", "default"]', '[{ target_fps = 400000 }]')))
+    (point,) = spec.points
+    results = Results.open(tmp_path / "out", spec)
+    try:
+        record = execute_point(point.request(), str(results.path), "run1")
+        (r,) = results.write_tables(spec.points, {point.id: record})
+    finally:
+        results.close()
+    assert record["status"] == "failed" and record["retry"] is False
+    assert record["step"] == "build" and "build" not in record
+    assert r["error"].startswith("build: the design does not fit icebreaker")
+    assert r["est_lut"] > 0 and r["ii_cycles"] == r["est_ii_cycles"] and r["mismatches"] == 0
+    assert r["lut"] is None and r["fmax_mhz"] is None
+    assert not (results.folder(point) / "design" / "build").exists()
 
 
 # -- end to end on a local Ray ----------------------------------------------------------
