@@ -12,7 +12,7 @@ JOBS ?= 2
 # Extra pytest options, e.g. make test PYTEST_ARGS='--durations=20 -k models'
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-all bench clean
+.PHONY: setup setup-all demo test test-all bench clean
 
 setup: $(STAMP) iverilog
 
@@ -33,13 +33,30 @@ iverilog:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq iverilog || \
 	  { echo "could not install iverilog; install it by hand: apt-get install iverilog"; exit 1; }; }
 
+# The slow tier also needs the `train` extra (brevitas, torch: the train-to-board example)
+# and a Chromium to open the HTML report in.
+ALL_STAMP := $(VENV)/.qloom-installed-all
+setup-all: setup chromium $(ALL_STAMP)
+
+$(ALL_STAMP): pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test,train]'
+	@touch $(ALL_STAMP)
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "installing Chromium (apt-get install chromium) for the report's browser tests"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	  else echo "chromium is missing and neither root nor sudo is available: install it with apt-get install chromium"; exit 1; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium || \
+	  { echo "could not install chromium; install it by hand: apt-get install chromium"; exit 1; }; }
+
 demo: setup
 	$(SIMPATH) $(BIN)/python examples/demo.py
 
 test: setup
 	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 1200 $(PYTEST_ARGS)
 
-test-all: setup
+test-all: setup-all
 	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 3600 -m '' $(PYTEST_ARGS)
 
 bench: setup

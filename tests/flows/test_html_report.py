@@ -306,6 +306,7 @@ def _check_rendered(opened: tuple, expected_ids: list, names: list):
     assert set(names) <= texts, set(names) - texts
 
 
+@pytest.mark.slow      # make test-all installs Chromium (make setup-all)
 @needs_browser
 def test_page_renders_in_chromium(tmp_path, compiled):
     out, design = compiled
