@@ -246,6 +246,14 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
+    # SIGTERM and SIGHUP unwind like Ctrl-C: the sweep's tasks are cancelled (their points'
+    # tools end with them) and its own Ray is stopped, instead of left running.
+    from .build import _signals_unwind
+    with _signals_unwind():
+        return _run(args)
+
+
+def _run(args) -> int:
     rows = sweep(args.spec, args.out, address=args.address, jobs=args.jobs,
                  build=False if args.no_build else None, force=args.force,
                  retry_failed=args.retry_failed, dry_run=args.dry_run)

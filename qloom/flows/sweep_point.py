@@ -2,10 +2,13 @@
 Python steps, into ``POINT/design``, and its outcome as JSON.
 
 ``python -m qloom.flows.sweep_point REQUEST.json OUTCOME.json --parent PID`` is started
-by the point's Ray task (``sweep_task``). A process per point keeps the tools' output in
-the point's log without swapping a shared worker's streams, and lets the task end the
-whole point (simulators, Yosys, nextpnr) when the task itself is killed: the process asks
-the kernel for SIGTERM when its parent dies, and on SIGTERM kills its process group.
+by the point's Ray task (``sweep_task``) as the leader of a new process group. A process
+per point keeps the tools' output in the point's log without swapping a shared worker's
+streams, and lets the whole point (simulators, Yosys, nextpnr) end when its task is killed.
+That takes two processes: Ray kills a dead worker's children with SIGKILL, which no
+handler sees, so the process Ray knows only waits for a forked child that does the work;
+the kernel sends that child SIGTERM when its parent dies (``PR_SET_PDEATHSIG``), and the
+child then kills the process group, its tools with it.
 
 The outcome says ``ok`` or ``failed``; a failure whose cause may pass (a tool failed, a
 bug, a crash) is marked ``retry``, one the inputs decide (the design does not fit, a bad
@@ -31,21 +34,39 @@ __all__ = ["run_point", "main"]
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent: int):
-    """SIGTERM when the Ray worker that started us dies (a killed node, a cancelled task),
-    and SIGTERM ends the process group: the point's tools go with it. Linux only; elsewhere
-    the point may outlive a killed worker, and that is all."""
+def _on_parent_death(parent: int, signum: int) -> bool:
+    """Ask the kernel for ``signum`` when the parent dies; False if it has died already.
+    Linux only; elsewhere a killed worker may leave its point running, and that is all."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
     except (AttributeError, OSError):
         pass
-    if os.getppid() != parent:          # the parent died before prctl took effect
-        sys.exit(143)
+    return os.getppid() == parent
 
-    def end_group(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.killpg(os.getpgid(0), signal.SIGKILL)
-    signal.signal(signal.SIGTERM, end_group)
+
+def _supervise(worker: int):
+    """Fork. The parent dies with the Ray worker and otherwise waits for the child and
+    ends as it ended (the same exit status or signal); the child returns and does the
+    work, ending the whole process group if the parent dies first."""
+    if not _on_parent_death(worker, signal.SIGKILL):
+        os._exit(137)
+    supervisor = os.getpid()
+    sys.stdout.flush()
+    child = os.fork()
+    if child == 0:
+        def end_group(signum, frame):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        signal.signal(signal.SIGTERM, end_group)
+        if not _on_parent_death(supervisor, signal.SIGTERM):
+            end_group(signal.SIGTERM, None)
+        return
+    # The task's own SIGTERM (a cancelled task) reaches the child through its death signal.
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status))
 
 
 def _compile_part(report: dict) -> dict:
@@ -123,7 +144,7 @@ def main(argv=None) -> int:
     p.add_argument("outcome", type=Path)
     p.add_argument("--parent", type=int, required=True)
     args = p.parse_args(argv)
-    _die_with_parent(args.parent)
+    _supervise(args.parent)
     request = json.loads(args.request.read_text())
     start = time.perf_counter()
     measured = {}

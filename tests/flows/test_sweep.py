@@ -287,23 +287,38 @@ def _point_processes():
             yield int(entry), b" ".join(cmd).decode(errors="replace")
 
 
-def _gone(pid: int) -> bool:
+def _group_alive(pgid: int) -> list[int]:
+    """Processes (not zombies) still in the process group ``pgid``."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()     # after "pid (command) "
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                alive.append(int(entry))
+    return alive
+
+
+def _kill(pid: int, sig=signal.SIGKILL):
     try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except OSError:
-        return True
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 class Killer(threading.Thread):
     """Kills, for point ids containing ``worker_once``, the Ray worker of the first attempt
-    (the point's process must die with it); for ``always``, the point's process on every
-    attempt."""
+    once the point's tools run (the point's processes and tools must die with it); for
+    ``always``, the point's processes on every attempt."""
 
     def __init__(self, results: Path, worker_once: str, always: str):
         super().__init__(daemon=True)
         self.results, self.worker_once, self.always = results, worker_once, always
         self.stop = threading.Event()
-        self.orphans, self.killed_always = [], set()
+        self.groups, self.killed_always = [], set()
 
     def run(self):
         done_once = False
@@ -312,15 +327,21 @@ class Killer(threading.Thread):
                 if str(self.results) not in cmd:
                     continue
                 if self.always in cmd and pid not in self.killed_always:
-                    os.kill(pid, signal.SIGKILL)
+                    _kill(pid)
                     self.killed_always.add(pid)
                 elif self.worker_once in cmd and not done_once:
+                    try:
+                        group = os.getpgid(pid)
+                    except ProcessLookupError:
+                        continue
+                    if len(_group_alive(group)) < 3:   # wait for a tool under the point
+                        continue
                     folder = next(p for p in (self.results / "points").iterdir()
                                   if self.worker_once in p.name)
                     worker = json.loads((folder / "attempts.jsonl").read_text()
                                         .splitlines()[-1])["pid"]
-                    os.kill(worker, signal.SIGKILL)
-                    self.orphans.append(pid)
+                    _kill(worker)
+                    self.groups.append(group)
                     done_once = True
             time.sleep(0.02)
 
@@ -344,11 +365,11 @@ def test_sweep_on_local_ray_retries_killed_points_and_skips_on_rerun(tmp_path, m
     assert auto["ii_cycles"] == auto["est_ii_cycles"] and auto["est_lut"] > 0
     assert auto["fps"] == pytest.approx(auto["clock_mhz"] * 1e6 / auto["ii_cycles"], rel=1e-3)
     assert auto["node_id"] and auto["host"] and auto["pid"]
-    # ... and the point process of the killed worker died with it.
-    assert killer.orphans and all(_gone(pid) for pid in killer.orphans)
+    # ... and the point's processes and tools died with the killed worker.
+    assert killer.groups and not any(_group_alive(g) for g in killer.groups)
     # Killed on both attempts: recorded as failed with its log; the sweep went on.
     assert default["status"] == "failed" and default["attempts"] == 2
-    assert len(killer.killed_always) == 2
+    assert len(killer.killed_always) >= 2
     assert "killed by signal 9" in default["error"]
     record = json.loads((Path(default["folder"]) / RECORD).read_text())
     assert "attempt on host" in record["log_tail"]
