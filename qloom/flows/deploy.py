@@ -93,8 +93,9 @@ def _flash_lines(board, out: Path, tmp: Path) -> list[str]:
     """Weights in SPRAM (``qloom.hw.spram``) are read from the board's flash at start-up:
     the lines writing the image there (before the bitstream, which starts the design);
     copies the image into ``tmp``. No lines without SPRAM weights."""
-    from ..manifest import read_manifest
-    flash = read_manifest(out).get("flash")
+    from ..manifest import NAME, read_manifest
+    # (A build folder copied without its design's manifest deploys as before.)
+    flash = read_manifest(out).get("flash") if (out / NAME).is_file() else None
     if not flash:
         return []
     if not board.programmer.startswith("iceprog "):
