@@ -101,8 +101,12 @@ def board_setup(out_dir, *, board: str | None = None) -> BoardSetup:
                       stall_cycles=math.ceil(_STALL_SECONDS * clock_hz) + idle)
 
 
+def _print(text: str):
+    print(text, flush=True)
+
+
 def start_board(out_dir, *, board: str | None = None, frames: int | None = None,
-                timeout: float | None = None, progress=print
+                timeout: float | None = None, progress=_print
                 ) -> tuple[VirtualBoard, BoardSetup]:
     """Build (or reuse) and start the virtual board of OUT; returns it running, with its
     setup. ``frames``: it stops after that many replies; ``timeout``: after that many

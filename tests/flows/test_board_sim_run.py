@@ -11,11 +11,14 @@ reading losing nothing; and the same 20 frames against the bitstream build's boa
 
 import json
 import os
+import queue
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import tty
 from pathlib import Path
@@ -58,23 +61,35 @@ def tiny(tmp_path_factory):
 
 
 def _port_line(proc, timeout=900.0):
-    """Lines of a running `qloom board-sim` up to its serial port line; the port."""
+    """Lines of a running `qloom board-sim` up to its serial port line; the port. (A
+    thread reads them: select() on a text pipe misses lines already in its buffer.)"""
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout] + [lines.put("")],
+                     daemon=True).start()
     seen, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
-        if not ready:
-            if proc.poll() is not None:
-                break
+        try:
+            line = lines.get(timeout=1.0)
+        except queue.Empty:
             continue
-        line = proc.stdout.readline()
         if not line:
             break
         seen.append(line)
         match = re.match(r"\[qloom\] serial port (\S+)", line)
         if match:
+            proc.rest = lines
             return match.group(1), seen
     raise AssertionError(f"no serial port from qloom board-sim: {''.join(seen)}"
                          f"{proc.stderr.read() if proc.poll() is not None else ''}")
+
+
+def _rest(proc, timeout=60.0):
+    """What `qloom board-sim` prints after its port line, once it has ended."""
+    proc.wait(timeout)
+    lines = []
+    while (line := proc.rest.get(timeout=timeout)):
+        lines.append(line)
+    return "".join(lines), proc.stderr.read()
 
 
 def test_cli_board_sim_then_run(tiny, capsys):
@@ -95,14 +110,36 @@ def test_cli_board_sim_then_run(tiny, capsys):
         assert code == 0, printed
         assert "3 frames, 0 mismatching elements" in printed
         assert "link errors: none" in printed
-        rest, err = proc.communicate(timeout=60)
+        rest, err = _rest(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait()
     assert proc.returncode == 0, err
     assert re.search(r"stopped: 3 replies \(3 ok, 0 errors\)", rest), rest
     assert (out / "sim" / "board_sim" / "build.key").is_file()
+
+
+def test_ctrl_c_stops_it_with_its_counters(tiny):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) is the normal way to
+    stop: exit status 0, the last line the counters, the simulator gone."""
+    _needs_verilator()
+    out, _ = tiny
+    proc = subprocess.Popen([sys.executable, "-m", "qloom.flows.cli", "board-sim", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _port_line(proc)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, err = _rest(proc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert rest.splitlines()[-1].startswith("[qloom] stopped: 0 replies (0 ok, 0 errors)")
+    assert subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True).stdout == b""
 
 
 def test_setup_follows_the_build_report(tiny, tmp_path):
