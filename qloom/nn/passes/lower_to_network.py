@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import traceback
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -30,7 +31,7 @@ from .quantizers import QUANTIZERS, quant_spec
 from .reshape import lower_reshape
 from .values import FloatChain, Int, Prefix
 
-__all__ = ["LoweringState", "ELEMENTWISE", "from_runtime"]
+__all__ = ["LoweringState", "ELEMENTWISE", "LOWERINGS", "supported_ops", "from_runtime"]
 
 _RUNTIMES = tuple(f"{os.sep}{p}{os.sep}" for p in ("qonnx", "onnx", "onnxruntime"))
 
@@ -48,6 +49,43 @@ SHAPE_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze")
 ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "LeakyRelu",
                "Sigmoid", "Tanh", "Identity", "Neg", "Abs", "Max", "Min", "Floor", "Ceil",
                "Round", "HardSigmoid")
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """How one ONNX op enters the integer network: the ``LoweringState`` method that
+    lowers it, and what it becomes (the text of every "not supported" message)."""
+
+    method: str
+    becomes: str
+
+
+# ONNX op -> its lowering: the one table the walk dispatches on and the messages quote.
+LOWERINGS = {
+    **{op: Lowering("_quantizer", "quantizers (thresholds, shifts, integer weights)")
+       for op in QUANTIZERS},
+    **{op: Lowering("_linear", "quantized dense (Gemm too) and convolution layers "
+                               "(grouped and depthwise too)") for op in ("MatMul", "Conv")},
+    **{op: Lowering("_elementwise", "float elementwise ops between a layer and the next "
+                                    "quantizer (scales, biases, BatchNorm, ReLU)")
+       for op in ELEMENTWISE if op != "Add"},
+    "Add": Lowering("_add", "residual Add (scales equal or an integer factor apart), or a "
+                            "float bias"),
+    "MaxPool": Lowering("_maxpool", "MaxPool"),
+    **{op: Lowering("_avgpool", "average pooling of quantized tensors") for op in AVGPOOL_OPS},
+    "Concat": Lowering("_concat", "Concat along channels"),
+    **{op: Lowering("_shape", "shape ops that keep the channels-last order") for op in SHAPE_OPS},
+}
+
+
+def supported_ops() -> str:
+    """The ops qloom lowers, grouped by what they become (from ``LOWERINGS``)."""
+    groups = {}
+    for op, lowering in LOWERINGS.items():
+        groups.setdefault(lowering.becomes, []).append(op)
+    return "; ".join(f"{'/'.join(ops)} as {becomes}" for becomes, ops in groups.items())
+
+
 
 
 def _broadcasts_into(const_shape, shape) -> bool:
@@ -91,24 +129,50 @@ class LoweringState(LayerBuilders):
         data = [self.env.get(t) for t in node.input if t and t not in self.consts]
         if any(d is None for d in data):
             raise UnsupportedModelError(f"{op} reads a tensor qloom cannot trace", node.name)
-        if op in QUANTIZERS:
-            self.on_quantizer(node, data[0])
-        elif op in ("MatMul", "Conv"):
-            self.env[node.output[0]] = self.on_linear(node, data)
-        elif op == "Add" and len(data) == 2:
-            self.env[node.output[0]] = self.on_add(node, data)
-        elif op in ELEMENTWISE and len(data) == 1:
-            self.on_elementwise(node, data[0])
-        elif op == "MaxPool":
-            self.on_maxpool(node, data[0])
-        elif op in AVGPOOL_OPS and isinstance(data[0], Int):
-            self.env[node.output[0]] = lower_avgpool(self, node, data[0])
-        elif op == "Concat" and all(isinstance(d, Int) for d in data):
-            self.env[node.output[0]] = lower_concat(self, node, data)
-        elif op in SHAPE_OPS:
-            self.on_reshape(node, data[0])
-        else:
+        lowering = LOWERINGS.get(op)
+        if lowering is None or not getattr(self, lowering.method)(node, data):
             self.on_other(node, data)
+
+    # Each returns whether it lowered the node (False: ``on_other`` decides).
+    def _quantizer(self, node, data):
+        self.on_quantizer(node, data[0])
+        return True
+
+    def _linear(self, node, data):
+        self.env[node.output[0]] = self.on_linear(node, data)
+        return True
+
+    def _add(self, node, data):
+        if len(data) == 2:
+            self.env[node.output[0]] = self.on_add(node, data)
+            return True
+        return self._elementwise(node, data)
+
+    def _elementwise(self, node, data):
+        if len(data) != 1:
+            return False
+        self.on_elementwise(node, data[0])
+        return True
+
+    def _maxpool(self, node, data):
+        self.on_maxpool(node, data[0])
+        return True
+
+    def _avgpool(self, node, data):
+        if not isinstance(data[0], Int):
+            return False
+        self.env[node.output[0]] = lower_avgpool(self, node, data[0])
+        return True
+
+    def _concat(self, node, data):
+        if not all(isinstance(d, Int) for d in data):
+            return False
+        self.env[node.output[0]] = lower_concat(self, node, data)
+        return True
+
+    def _shape(self, node, data):
+        self.on_reshape(node, data[0])
+        return True
 
     def _blocked(self, node, data):
         for d in data:
@@ -178,14 +242,10 @@ class LoweringState(LayerBuilders):
     def unsupported(self, node):
         if node.op_type in AVGPOOL_OPS:
             return UnsupportedModelError(float_avgpool_reason(node), node.name)
+        where = "here" if node.op_type in LOWERINGS else "inside the network"
         return UnsupportedModelError(
-            f"op {node.op_type} is not supported here; qloom maps quantized MatMul/Gemm/Conv "
-            f"layers (grouped and depthwise too), residual Add, Concat along channels, "
-            f"MaxPool, AveragePool/GlobalAveragePool of quantized tensors, "
-            f"Flatten/Reshape/Transpose/Squeeze/Unsqueeze that keep the channels-last order, "
-            f"and float elementwise ops "
-            f"(scales, biases, BatchNormalization, ReLU) before a Quant/BipolarQuant/"
-            f"MultiThreshold/Trunc quantizer", node.name)
+            f"op {node.op_type} is not supported {where} (only in the host tail after the "
+            f"last quantized tensor); qloom lowers {supported_ops()}", node.name)
 
     def on_maxpool(self, node, src):
         if isinstance(src, Int):
