@@ -62,6 +62,11 @@ def board_setup(out_dir, *, board: str | None = None) -> BoardSetup:
     the compiled board and clock would choose."""
     out = Path(out_dir)
     manifest = read_manifest(out, ports=True)
+    if "flash" in manifest:
+        # SimBoardTop has no SPI flash model wired to the board core yet.
+        raise QloomError(f"{out} keeps its weights in SPRAM, loaded from the board's SPI "
+                         f"flash, which the virtual board does not simulate yet; check the "
+                         f"design with `qloom simulate {out}` (its harness has a flash model)")
     report_path = out / "build" / "report.json"
     report = _read_json(report_path) if report_path.is_file() else None
     if report is not None and board not in (None, report.get("board")):

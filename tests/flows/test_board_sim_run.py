@@ -186,6 +186,12 @@ def test_errors(tmp_path, capsys):
         with pytest.raises(SystemExit) as exc:
             main(["board-sim", str(out), option, value])
         assert exc.value.code == 2 and says in capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["flash"] = {"image": "flash/weights.bin", "offset": 1 << 20}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["board-sim", str(out), "--board", "icebreaker"]) == 2
+    assert "keeps its weights in SPRAM, loaded from the board's SPI flash, which the virtual " \
+           "board does not simulate yet" in capsys.readouterr().err
     assert not (out / "sim" / "board_sim").exists()
 
 
