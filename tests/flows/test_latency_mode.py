@@ -72,7 +72,8 @@ def test_levels_per_stage_follow_the_family_and_pipeline_option():
     assert levels_per_stage(BuildOptions(pipeline=False)) > 1000
 
 
-@pytest.mark.parametrize("make", [multibit_mlp, binary_mlp, conv_net])
+@pytest.mark.parametrize("make", [multibit_mlp, binary_mlp,
+                                  pytest.param(conv_net, marks=pytest.mark.slow)])
 def test_latency_mode_top_bit_exact_under_backpressure(make):
     net = make()
     x = random_input(net, 12)
