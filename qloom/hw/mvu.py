@@ -43,7 +43,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, fits_dsp as _fits_dsp
-from .mvu_datapath import (Datapath, is_select_type, multiply, partial_sums,
+from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sums,
                            select_datapath, select_product, tree_sum, value_of)
 from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blocks,
                     spram_image)
@@ -259,8 +259,11 @@ class MVU(wiring.Component):
         nf, sf = self.neuron_folds, self.synapse_folds
         advance = Signal()  # the global pipeline enable
         spram = self._ram_style is RamStyle.SPRAM
+        # SPRAM weights: nothing is issued before they are loaded (the gate is on the
+        # issue, not on the pipeline enable, whose fan-out it would lengthen: on the
+        # UP5K the loader's state to every enable was the critical path).
         loaded = self.load.done if spram else 1
-        m.d.comb += advance.eq((~self.o.valid | self.o.ready) & loaded)
+        m.d.comb += advance.eq(~self.o.valid | self.o.ready)
 
         # Issue: one (neuron fold, synapse fold) step per cycle when its input is there.
         # The flags "last synapse fold" and "first neuron fold" (the input comes from the
@@ -270,8 +273,8 @@ class MVU(wiring.Component):
         s_last, from_stream = Signal(init=sf == 1), Signal(init=1)
         w_addr = Signal(range(nf * sf))
         issue = Signal()
-        m.d.comb += [issue.eq(advance & (self.i.valid | ~from_stream)),
-                     self.i.ready.eq(advance & from_stream)]
+        m.d.comb += [issue.eq(advance & loaded & (self.i.valid | ~from_stream)),
+                     self.i.ready.eq(advance & loaded & from_stream)]
         with m.If(issue):
             s_next = Mux(s_last, 0, s_fold + 1)
             m.d.sync += [s_fold.eq(s_next), s_last.eq(s_next == sf - 1),
@@ -351,7 +354,7 @@ class MVU(wiring.Component):
         if self._register_products:
             terms, tag = self._stage(m, advance, "product", terms, tag)
         if xnor:
-            terms = [[vector[k] for k in range(self._simd)] for (vector,) in terms]
+            terms = [nibble_counts(vector, self._simd) for (vector,) in terms]
         if self._dsp_primitive:
             terms, tag = self._stage(m, advance, "aligned", terms, tag)
         for lane, product in blocks.items():
@@ -363,8 +366,9 @@ class MVU(wiring.Component):
         if self.split_adder_tree:
             # Sum groups of _TREE_GROUP lanes, register, then sum the groups: two shorter
             # trees instead of one deep one (the critical path on iCE40 otherwise).
-            terms = [[tree_sum(lane[k:k + _TREE_GROUP])
-                      for k in range(0, len(lane), _TREE_GROUP)] for lane in terms]
+            group = _TREE_GROUP // 4 if xnor else _TREE_GROUP    # XNOR terms: nibbles
+            terms = [[tree_sum(lane[k:k + group])
+                      for k in range(0, len(lane), group)] for lane in terms]
             terms, tag = self._stage(m, advance, "partial", terms, tag)
         dots = [tree_sum(lane) for lane in terms]
         if self._register_adder_tree:
@@ -463,8 +467,12 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     f.add("lut", "counters", 2 * counter_bits)
     f.add("ff", "counters", counter_bits)
     if path is Datapath.XNOR_POPCOUNT:
+        # An XNOR per lane, a table per four lanes (a LUT4 per count bit, see
+        # nibble_counts), then the tree over the counts.
+        nibbles = -(-simd // 4)
         f.add("lut", "xnor", pe * simd)
-        f.add("lut", "tree", pe * adder_tree_luts(max(1, simd // 4), 3))
+        f.add("lut", "nibbles", pe * nibbles * 3)
+        f.add("lut", "tree", pe * adder_tree_luts(nibbles, 3))
     elif path is Datapath.ADD_SUB:
         # A select of the other operand or its negation: as wide as that operand.
         other = ib if is_select_type(w_type) else wb

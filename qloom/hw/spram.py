@@ -221,7 +221,12 @@ class FlashLoader(wiring.Component):
                         m.next = "DONE"
             with m.State("DONE"):
                 pass
-        m.d.comb += [load.en.eq(fsm.ongoing("WRITE")), load.done.eq(fsm.ongoing("DONE"))]
+        # ``done`` from a flip-flop of its own: it gates the units' input.
+        done = Signal()
+        with m.If(fsm.ongoing("WRITE") & (addr == last_addr)
+                  & (block == len(self.words) - 1)):
+            m.d.sync += done.eq(1)
+        m.d.comb += [load.en.eq(fsm.ongoing("WRITE")), load.done.eq(done)]
         return m
 
 
