@@ -170,7 +170,7 @@ class VirtualBoard:
     def status_file(self) -> Path:
         return Path(self._tmp) / "status.json"
 
-    def start(self, timeout: float = 10.0) -> "VirtualBoard":
+    def start(self, timeout: float = 60.0) -> "VirtualBoard":
         """Launch the program; returns when its pty is ready. ToolError if it fails."""
         from ..hw.protocol import REPLY_SYNC
         if self._proc is not None:

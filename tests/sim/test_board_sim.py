@@ -38,6 +38,9 @@ BAUD = CLOCK_HZ // DIVISOR
 IDLE = 2_000                  # a toy frame takes a few dozen cycles
 STALL = 110_000               # more than the link's 50,000-cycle request timeout
 REPLY_BYTES = FMT.frame_bytes + 6
+# Seconds a test waits for the board at most: generous, for a machine loaded by parallel
+# tests (a passing test never waits this long).
+SLOW = 120.0
 
 
 def ref_toy(x):
@@ -77,7 +80,7 @@ def open_port(path):
     return fd
 
 
-def read_replies(fd, count, timeout=30.0):
+def read_replies(fd, count, timeout=SLOW):
     """``count`` replies read from ``fd`` (all bytes accounted for)."""
     buf, replies, deadline = b"", [], time.monotonic() + timeout
     while len(replies) < count:
@@ -96,7 +99,7 @@ def read_replies(fd, count, timeout=30.0):
     return replies
 
 
-def wait_for(board, predicate, timeout=30.0):
+def wait_for(board, predicate, timeout=SLOW):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = board.status()
@@ -129,7 +132,7 @@ def test_frames_bit_exact_with_counters(binary):
     with start(binary) as board:
         fd = open_port(board.port)
         try:
-            link = HostLink(PortFile(fd), FMT, FMT, timeout=30.0)
+            link = HostLink(PortFile(fd), FMT, FMT, timeout=SLOW)
             xs = frames(25, 1)
             for x in xs:
                 assert np.array_equal(link.infer(x), ref_toy(x))
@@ -162,7 +165,7 @@ def test_corrupted_and_short_requests_get_error_replies_then_the_link_recovers(b
             # the rest of the short request is noise to the board: the host resends
             time.sleep(0.3)
             termios.tcflush(fd, termios.TCIFLUSH)
-            link = HostLink(PortFile(fd), FMT, FMT, timeout=30.0)
+            link = HostLink(PortFile(fd), FMT, FMT, timeout=SLOW)
             assert np.array_equal(link.infer(x[2]), ref_toy(x[2]))
         finally:
             os.close(fd)
@@ -211,7 +214,7 @@ def test_host_on_a_slightly_different_baud_rate(binary):
     with start(binary, host_baud=123_000) as board:
         fd = open_port(board.port)
         try:
-            link = HostLink(PortFile(fd), FMT, FMT, timeout=30.0)
+            link = HostLink(PortFile(fd), FMT, FMT, timeout=SLOW)
             outputs = [link.infer(x) for x in xs]
         finally:
             os.close(fd)
@@ -223,7 +226,7 @@ def test_idle_board_stops_simulated_time(binary):
     with start(binary) as board:
         fd = open_port(board.port)
         try:
-            link = HostLink(PortFile(fd), FMT, FMT, timeout=30.0)
+            link = HostLink(PortFile(fd), FMT, FMT, timeout=SLOW)
             # the board pauses at once after its start; then the frame wakes it up
             pauses = wait_for(board, lambda s: s["idle_pauses"] >= 1)["idle_pauses"]
             link.infer(frames(1, 6)[0])
@@ -257,10 +260,10 @@ def test_reply_limit_ends_the_board(binary):
     board = start(binary, max_replies=2)
     fd = open_port(board.port)
     try:
-        link = HostLink(PortFile(fd), FMT, FMT, timeout=30.0)
+        link = HostLink(PortFile(fd), FMT, FMT, timeout=SLOW)
         for x in frames(2, 8):
             link.infer(x)
-        assert board.wait(10) == 0
+        assert board.wait(SLOW) == 0
     finally:
         os.close(fd)
         final = board.stop()
@@ -269,7 +272,7 @@ def test_reply_limit_ends_the_board(binary):
 
 def test_time_limit_and_stop(binary):
     board = start(binary, max_seconds=0.5)
-    assert board.wait(10) == 0
+    assert board.wait(SLOW) == 0
     board = start(binary)
     assert board.running()
     board.stop()
