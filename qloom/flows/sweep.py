@@ -246,8 +246,10 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    # SIGTERM and SIGHUP unwind like Ctrl-C: the sweep's tasks are cancelled (their points'
-    # tools end with them) and its own Ray is stopped, instead of left running.
+    # SIGTERM and SIGHUP unwind like Ctrl-C while the sweep reads and plans. Once Ray runs,
+    # its own SIGTERM handler ends the driver at once (with a stack dump in the log); the
+    # sweep's Ray and workers end with it, and each point's tools with its worker
+    # (measured: no process of the sweep left 15 s after `kill -TERM`).
     from .build import _signals_unwind
     with _signals_unwind():
         return _run(args)
