@@ -200,18 +200,27 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
             lo = mid + 1
     if best is None:
         slowest = plan_for_cycles(engines, math.inf, options, how="auto")
-        raise QloomError(f"the model does not fit even fully folded: {shortfall(slowest, budget)}")
+        raise QloomError(f"the model does not fit even fully folded: "
+                         f"{shortfall(slowest, budget, fits)}")
     return best
 
 
-def shortfall(plan: Plan, budget: Resources) -> str:
-    """What does not fit and by how much, and the engines that need most of it."""
+def shortfall(plan: Plan, budget: Resources, fits: Callable | None = None) -> str:
+    """What does not fit and by how much, and the engines that need most of it. ``fits``
+    (the board's test, which adds the host link's share and counts iCE40 logic cells) is
+    probed to name the binding resource when no raw count is over the budget."""
     need, have = plan.total.as_dict(), budget.as_dict()
     over = [k for k in need if need[k] > have.get(k, 0)]
     if not over:
-        return (f"estimated {_amounts(need)} is within the budget {_amounts(have)} but not "
-                f"with the board's usable logic cells and the host link's share; try a "
-                f"larger board")
+        binding = [k for k in need if fits is not None and
+                   fits(Resources(**{**need, k: 0}))]
+        if binding == ["lut", "ff"] or not binding:
+            if fits is not None and fits(Resources(**{**need, "lut": 0, "ff": 0})):
+                binding = ["logic cells (LUT + FF)"]
+        what = " or ".join(k.upper() if k in need else k for k in binding) or "the total"
+        return (f"estimated {_amounts(need)} is within the budget {_amounts(have)}, but "
+                f"{what} is not once the board's share (the host link, usable iCE40 logic "
+                f"cells) is added; try a larger board")
     parts = []
     for k in over:
         extra = need[k] - have[k]

@@ -21,4 +21,12 @@ def test_shortfall_names_each_resource_and_the_largest_engines():
 
 def test_shortfall_within_counts_blames_the_board_share():
     text = shortfall(_plan(a=Resources(lut=10)), Resources(lut=100, ff=100, dsp=1, bram=1))
-    assert "within the budget" in text and "logic cells" in text
+    assert "within the budget" in text and "the total is not once" in text
+
+
+def test_shortfall_probes_the_board_test_for_the_binding_resource():
+    plan = _plan(a=Resources(lut=1600, ff=1300, bram=19))
+    budget = Resources(lut=5280, ff=5280, dsp=8, bram=30)
+    # the board adds 12 block RAMs for its host link
+    text = shortfall(plan, budget, lambda need: need.bram + 12 <= 30)
+    assert "but BRAM is not once the board's share" in text
