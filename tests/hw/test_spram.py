@@ -151,6 +151,17 @@ def test_compiled_design_loads_spram_from_flash_bit_exact(tmp_path):
                        network=net)
     assert results["frames"] == 3 and results["mismatches"] == 0
 
+    # Deploy writes the image into the flash before the bitstream starts the design.
+    from qloom.flows.deploy import deploy
+    sys.path.insert(0, str(Path(__file__).parent.parent / "flows"))
+    from test_deploy import fake_build
+    fake_build(tmp_path / "out", "icebreaker")
+    dest = deploy(tmp_path / "out")
+    program = (dest / "program.sh").read_text()
+    assert program.index("\niceprog -o 1048576 weights.bin\n") < program.index(
+        "\niceprog board_top.bin\n")
+    assert (dest / "weights.bin").read_bytes() == (tmp_path / "out" / flash["image"]).read_bytes()
+
 
 def test_planner_refuses_more_sprams_than_the_device_has(tmp_path):
     from qloom.errors import QloomError
