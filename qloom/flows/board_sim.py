@@ -196,7 +196,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--board", help="board to simulate when OUT has no build for it "
                                    "(default: the one compiled for)")
     p.add_argument("--frames", type=_positive_int, metavar="N",
-                   help="stop after answering N requests (error replies included)")
+                   help="stop after answering N requests (error replies included), once the "
+                        "host has closed the port (at most 30 s later)")
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                    help="stop after SECONDS of wall time")
     p.set_defaults(func=run)

@@ -22,8 +22,9 @@
 // request still gets its TIMEOUT reply as on the real board.
 //
 // Arguments are key=value: clock_hz, host_baud, idle_cycles, stall_cycles, reply_sync (the protocol's reply sync byte), status (a file rewritten with JSON counters
-// a few times a second), max_replies (0: no limit), max_seconds (0: no limit). The first
-// line on stdout is "pty <slave path>".
+// a few times a second), max_replies (0: no limit; once reached, the program ends when
+// the host closes the port, at the latest after linger_seconds, default 30), max_seconds
+// (0: no limit). The first line on stdout is "pty <slave path>".
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
@@ -164,6 +165,8 @@ int main(int argc, char **argv) {
     const double max_seconds = args.count("max_seconds")
         ? std::strtod(args["max_seconds"].c_str(), nullptr) : 0.0;
     const std::string status_path = args.count("status") ? args["status"] : "";
+    const double linger_seconds = args.count("linger_seconds")
+        ? std::strtod(args["linger_seconds"].c_str(), nullptr) : 30.0;
     if (clock_hz == 0 || host_baud == 0 || clock_hz < 4 * host_baud) {
         std::fprintf(stderr, "board_sim: clock_hz must be at least 4 x host_baud\n");
         return 2;
@@ -284,7 +287,8 @@ int main(int argc, char **argv) {
     top.clk = 0;
     top.eval();                         // initial values; the design resets itself
 
-    while (!g_stop) {
+    bool replies_done = false;          // max_replies answered and in the pty
+    while (!g_stop && !replies_done) {
         const uint64_t cycle = c.cycles;
         // Host -> board.
         if (!rx_busy && !from_host.empty()) {
@@ -355,14 +359,15 @@ int main(int argc, char **argv) {
             }
             if (max_seconds > 0 && t - started >= max_seconds) break;
             if (max_replies && c.replies_ok + c.replies_error >= max_replies
-                    && to_host_head == to_host.size()) break;
+                    && to_host_head == to_host.size()) replies_done = true;
+            if (replies_done) break;
             const bool answered = !sent_any || last_rx_cycle < reply_start_cycle;
             if (quiet >= (answered ? idle_cycles : stall_cycles) && from_host.empty()) {
                 // Nothing in flight: stop simulated time until the host writes.
                 c.idle_pauses++;
                 c.busy_seconds += t - busy_from;
                 write_status(status_path, c, double(clock_hz));
-                while (!g_stop) {
+                while (!g_stop && !replies_done) {
                     const bool waiting = to_host_head < to_host.size();
                     pollfd p{master, short(POLLIN | (waiting ? POLLOUT : 0)), 0};
                     int ready = poll(&p, 1, 100);
@@ -378,7 +383,7 @@ int main(int argc, char **argv) {
                         flush_to_host();
                     }
                     if (max_replies && c.replies_ok + c.replies_error >= max_replies
-                            && to_host_head == to_host.size()) g_stop = 1;
+                            && to_host_head == to_host.size()) replies_done = true;
                     if (ready > 0 && (p.revents & POLLIN)) break;
                     if (now - last_status > 0.5) {
                         write_status(status_path, c, double(clock_hz));
@@ -400,6 +405,18 @@ int main(int argc, char **argv) {
     }
     c.busy_seconds += now_seconds() - busy_from;
     write_status(status_path, c, double(clock_hz));
+    // The last replies may still wait in the pty: closing the master now would hang the
+    // host up before it read them (its reads fail with EIO). Wait until it closes the
+    // port, or linger_seconds.
+    if (replies_done) {
+        const double until = now_seconds() + linger_seconds;
+        while (!g_stop && now_seconds() < until) {
+            pollfd p{master, 0, 0};
+            poll(&p, 1, 0);
+            if (p.revents & POLLHUP) break;
+            usleep(50000);
+        }
+    }
     top.final();
     close(master);
     return g_signal ? 128 + g_signal : 0;

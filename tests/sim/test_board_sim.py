@@ -256,18 +256,25 @@ def test_hang_up_drops_the_reply_and_a_new_host_starts_clean(binary):
     assert status == Status.OK and np.array_equal(FMT.unpack(payload), ref_toy(x[1]))
 
 
-def test_reply_limit_ends_the_board(binary):
+def test_reply_limit_ends_the_board_once_the_host_has_read_and_closed(binary):
+    """After the last reply the board waits for the host to close the port: ending at
+    once hung the host up before it had read that reply (EIO, seen under load)."""
     board = start(binary, max_replies=2)
     fd = open_port(board.port)
     try:
         link = HostLink(PortFile(fd), FMT, FMT, timeout=SLOW)
-        for x in frames(2, 8):
-            link.infer(x)
-        assert board.wait(SLOW) == 0
+        x = frames(2, 8)
+        assert np.array_equal(link.infer(x[0]), ref_toy(x[0]))
+        os.write(fd, encode_request(FMT.pack(x[1])))
+        wait_for(board, lambda s: s["bytes_to_host"] == 2 * REPLY_BYTES)
+        time.sleep(0.5)
+        assert board.running()                           # the reply is still unread
+        (status, payload), = read_replies(fd, 1)
+        assert status == Status.OK and np.array_equal(FMT.unpack(payload), ref_toy(x[1]))
     finally:
         os.close(fd)
-        final = board.stop()
-    assert final["replies_ok"] == 2
+    assert board.wait(SLOW) == 0
+    assert board.stop()["replies_ok"] == 2
 
 
 def test_time_limit_and_stop(binary):
