@@ -201,16 +201,21 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
     if best is None:
         slowest = plan_for_cycles(engines, math.inf, options, how="auto")
         raise QloomError(f"the model does not fit even fully folded: "
-                         f"{shortfall(slowest, budget, fits)}")
+                         f"{shortfall(slowest, budget, fits, accept)}")
     return best
 
 
-def shortfall(plan: Plan, budget: Resources, fits: Callable | None = None) -> str:
+def shortfall(plan: Plan, budget: Resources, fits: Callable | None = None,
+              accept: Callable | None = None) -> str:
     """What does not fit and by how much, and the engines that need most of it. ``fits``
     (the board's test, which adds the host link's share and counts iCE40 logic cells) is
     probed to name the binding resource when no raw count is over the budget."""
     need, have = plan.total.as_dict(), budget.as_dict()
     over = [k for k in need if need[k] > have.get(k, 0)]
+    if not over and fits is not None and fits(plan.total) and accept is not None \
+            and not accept(plan):
+        return (f"estimated {_amounts(need)} fits the board, but the plan fails its further "
+                f"check (the SPRAMs its weights take: see the report's memories)")
     if not over:
         binding = [k for k in need if fits is not None and
                    fits(Resources(**{**need, k: 0}))]
