@@ -13,6 +13,7 @@ included.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import time
@@ -59,6 +60,11 @@ class HostLink:
         self.timeout, self.retries, self.retry_gap = _check_timeout(timeout), retries, retry_gap
         self.errors: dict[str, int] = {}
         self._buffer = b""
+        # The frame of every request sent and not answered yet, oldest first: the board
+        # answers each request once, in order, so a reply to an attempt that timed out
+        # can still arrive, and must not be taken for a later frame's answer.
+        self._in_flight: collections.deque = collections.deque()
+        self._frame = 0
 
     def _count(self, what: str):
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -79,6 +85,29 @@ class HostLink:
                 time.sleep(min(0.002, max(0.0, deadline - time.monotonic())))
             self._buffer += data
 
+    def _answer(self, frame: int, deadline: float):
+        """The reply to ``frame``'s requests, or None at ``deadline``; replies to earlier
+        frames' timed-out attempts are dropped (counted as "late reply"). Raises like
+        ``_reply`` for a corrupted reply to this frame."""
+        while True:
+            try:
+                reply = self._reply(deadline)
+            except (ProtocolError, ValueError):
+                if self._owner() == frame:
+                    raise
+                self._count("late reply")
+                self._buffer = b""
+                continue
+            if reply is None:
+                return None
+            if self._owner() == frame:
+                return reply
+            self._count("late reply")
+
+    def _owner(self) -> int | None:
+        """The frame the reply just read answers (None: a reply nothing asked for)."""
+        return self._in_flight.popleft() if self._in_flight else None
+
     def _hung_up(self, error: OSError) -> LinkError:
         return LinkError(f"the serial port failed, was the board unplugged? "
                          f"({type(error).__name__}: {error})")
@@ -86,6 +115,7 @@ class HostLink:
     def infer(self, codes) -> np.ndarray:
         """One frame of input wire codes -> the frame of output wire codes."""
         request = encode_request(self.input_format.pack(codes))
+        self._frame += 1
         deadline = time.monotonic() + self.timeout
         last, attempts = f"no reply within {self.timeout:g} s", 0
         for attempt in range(self.retries + 1):
@@ -99,7 +129,9 @@ class HostLink:
             attempts += 1
             try:
                 self.port.write(request)
-                reply = self._reply(time.monotonic() + left / (self.retries + 1 - attempt))
+                self._in_flight.append(self._frame)
+                reply = self._answer(self._frame,
+                                     time.monotonic() + left / (self.retries + 1 - attempt))
             except ProtocolError as e:
                 self._count("corrupt reply")
                 self._buffer, last = b"", str(e)

@@ -131,3 +131,38 @@ def test_run_cli(tmp_path, monkeypatch, capsys):
     assert opened["port"] == ("/dev/ttyFAKE", 921600)
     assert "mismatch: frame 2 element 1" in text
     assert "4 frames, 1 mismatching elements" in text
+
+
+class LateBoard(FakeBoard):
+    """Holds the reply to the requests listed in ``late`` back until the next request
+    arrives, as a board slowed down (or a simulated one under load) answers after the
+    host's attempt has timed out."""
+
+    def __init__(self, late):
+        super().__init__()
+        self.late, self.held = set(late), b""
+
+    def write(self, data):
+        before, count = self.tx, self.requests
+        n = super().write(data)
+        if self.requests != count:
+            reply, self.tx = self.tx[len(before):], before + self.held
+            self.held = b""
+            if self.requests in self.late:
+                self.held = reply
+            else:
+                self.tx += reply
+        return n
+
+
+def test_a_late_reply_is_not_taken_for_the_next_frame():
+    """Frame 1's first attempt is answered only after its retry was sent: both replies
+    arrive, the host takes one for frame 1 and drops the other instead of reading it as
+    frame 2's answer."""
+    board = LateBoard(late={1})
+    link = HostLink(board, FIN, FOUT, timeout=0.2, retry_gap=0.0)
+    xs = frames(3, seed=2)
+    outputs, report = run_on_board(link, xs, np.array([ref_model(x) for x in xs]))
+    assert report.mismatches == []
+    assert np.array_equal(outputs, [ref_model(x) for x in xs])
+    assert report.errors == {"no reply": 1, "late reply": 1}
