@@ -18,6 +18,7 @@ import dataclasses
 import html
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -390,13 +391,15 @@ def write_report_html(out_dir, *, shown_as=None, required: bool = True) -> Path 
     """Write ``OUT/report.html`` from the files in ``out_dir`` and return its path.
 
     ``required=False`` (what simulate and build pass) returns None without a page when
-    OUT has no ``report.json``: a folder with a hand-written manifest can be simulated and
-    built, but there is no compile report to draw.
+    OUT has no ``report.json`` (a folder with a hand-written manifest can be simulated and
+    built, but there is no compile report to draw), and warns instead of failing when
+    OUT's result files cannot be drawn (written by another qloom version, or by hand):
+    the step's own results, already installed, stand.
 
     The page is written next to its final name and renamed over it, so that a reader
-    never sees half a page. A QloomError (an unreadable or foreign results file) passes
-    through; anything else is a bug and is reported as one, never swallowed: a step that
-    calls this fails rather than leave a stale page beside fresh results."""
+    never sees half a page. Otherwise a QloomError (an unreadable or foreign results
+    file) passes through; anything else is a bug and is reported as one, never
+    swallowed."""
     out = Path(out_dir)
     target = out / HTML_NAME
     if not required and not (out / "report.json").exists():
@@ -404,9 +407,17 @@ def write_report_html(out_dir, *, shown_as=None, required: bool = True) -> Path 
     if target.is_symlink() or (target.exists() and not target.is_file()):
         raise QloomError(f"{target} is not a file qloom wrote (a link or a folder); move it "
                          f"away and run `qloom report {out}`")
+    try:
+        files = ReportFiles.read(out)
+    except QloomError as e:
+        if required:
+            raise
+        # A refresh after simulate or build: their results stand; only the page is old.
+        warnings.warn(f"{target} was not redrawn: {e}", stacklevel=2)
+        return None
     tmp = out / f".{HTML_NAME}.{os.getpid()}.tmp"
     try:
-        page = render_html(ReportFiles.read(out), shown_as=Path(shown_as) if shown_as else None)
+        page = render_html(files, shown_as=Path(shown_as) if shown_as else None)
         tmp.write_text(page, encoding="utf-8")
         os.replace(tmp, target)
     except QloomError:
