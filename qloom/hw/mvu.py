@@ -139,9 +139,7 @@ class MVU(wiring.Component):
         self._datapath = select_datapath(w_type, in_type)
         self._threshold, self._ram_style = threshold, ram_style
         self._threshold_ram_style, self._buffer_ram_style = threshold_ram_style, buffer_ram_style
-        pos, neg = np.clip(self._weights, 0, None), np.clip(self._weights, None, 0)
-        self._acc_lo = int((pos.sum(1) * in_type.min + neg.sum(1) * in_type.max).min())
-        self._acc_hi = int((pos.sum(1) * in_type.max + neg.sum(1) * in_type.min).max())
+        self._acc_lo, self._acc_hi = _acc_range(self._weights, in_type)
         self._acc_type = smallest_type(self._acc_lo, self._acc_hi)
         mults = pe * simd if self._datapath is Datapath.MAC else 0
         self._dsp_count = mults if dsp_budget is None else min(dsp_budget, mults)
@@ -420,12 +418,8 @@ class MVU(wiring.Component):
 
     def _elaborate_thresholds(self, m, advance, done, sums):
         """Fused thresholds: register the sums, read the fold's thresholds, compare."""
-        if self._datapath is Datapath.XNOR_POPCOUNT:  # sum = 2 * popcount - MW
-            table = ThresholdTable(self._threshold, self._pe, lo=0, hi=self.mw,
-                                   scale=2, offset=-self.mw)
-        else:
-            table = ThresholdTable(self._threshold, self._pe, lo=self._acc_lo,
-                                   hi=self._acc_hi)
+        table = _threshold_table(self._weights, self._w_type, self._in_type,
+                                 self._threshold, self._pe)
         mem, layout = table.parallel_memory(self._threshold_ram_style)
         m.submodules.thresholds = mem
         port = mem.read_port()
@@ -444,16 +438,48 @@ class MVU(wiring.Component):
                 m.d.sync += self.o.payload[p].eq(table.code(table.count(value, rows[p].t), meta))
 
 
+def _acc_range(weights: np.ndarray, in_type: DataType) -> tuple[int, int]:
+    """The accumulator's extremes over every input of ``in_type`` with these weights."""
+    pos, neg = np.clip(weights, 0, None), np.clip(weights, None, 0)
+    return (int((pos.sum(1) * in_type.min + neg.sum(1) * in_type.max).min()),
+            int((pos.sum(1) * in_type.max + neg.sum(1) * in_type.min).max()))
+
+
+def _threshold_table(weights, w_type: DataType, in_type: DataType, spec: ThresholdSpec,
+                     pe: int) -> ThresholdTable:
+    """The fused thresholds' table as the unit builds it (on the XNOR datapath over the
+    popcount: sum = 2 * popcount - MW)."""
+    if select_datapath(w_type, in_type) is Datapath.XNOR_POPCOUNT:
+        mw = weights.shape[1]
+        return ThresholdTable(spec, pe, lo=0, hi=mw, scale=2, offset=-mw)
+    lo, hi = _acc_range(np.asarray(weights, dtype=np.int64), in_type)
+    return ThresholdTable(spec, pe, lo=lo, hi=hi)
+
+
+def threshold_lane_bits(weights, w_type: DataType, in_type: DataType,
+                        spec: ThresholdSpec) -> int:
+    """Bits per PE lane of the fused thresholds' memory word (thresholds narrowed to
+    their codes, and the per-channel bias/sign when not uniform), for ``estimate``."""
+    table = _threshold_table(weights, w_type, in_type, spec, 1)
+    lane = {"t": data.ArrayLayout(table.t_shape, spec.num_thresholds)}
+    if table.meta_layout is not None:
+        lane["meta"] = table.meta_layout
+    return data.StructLayout(lane).size
+
+
 def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type: DataType,
              acc_bits: int, thresholds: int, out_bits: int, dsps: int, pipeline: bool,
              dsp_blocks: bool, weights_block: bool, thresholds_block: bool,
-             buffer_block: bool, family, weights_spram: bool = False) -> "Features":
+             buffer_block: bool, family, weights_spram: bool = False,
+             threshold_bits: int | None = None) -> "Features":
     """The MVU's resources as :class:`qloom.hw.estimate.Features`, from the parameters it
     is built from: ``thresholds`` fused thresholds per channel of ``out_bits``-bit
     outputs (0: none), ``dsps`` lanes on DSP blocks (``dsp_blocks``: ECP5 MULT18X18D
     blocks with their own registers), ``pipeline`` the register stages, and where each
     memory goes (the ``*_block`` flags, as ``RamStyle`` places them; ``weights_spram``:
-    the weights in SPRAMs, whose address and select muxes are the logic they add)."""
+    the weights in SPRAMs, whose address and select muxes are the logic they add;
+    ``threshold_bits``: the thresholds' bits per lane, ``threshold_lane_bits``, when the
+    values are known, else ``thresholds * acc_bits``)."""
     from .estimate import Features, adder_tree_luts, comparator_luts, memory_cost, ram_cost
     path = select_datapath(w_type, in_type)
     ib, wb = in_type.bits, w_type.bits
@@ -514,7 +540,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
                                       + adder_tree_luts(thresholds, 1)))
         f.add("ff", "compare", pe * out_bits * 2)
-        f.add_memory("thresholds", memory_cost(mh // pe, pe * thresholds * acc_bits, family,
-                                               thresholds_block),
-                     bits=mh * thresholds * acc_bits)
+        lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
+        f.add_memory("thresholds", memory_cost(mh // pe, pe * lane, family, thresholds_block),
+                     bits=mh * lane)
     return f

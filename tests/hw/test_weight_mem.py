@@ -83,3 +83,31 @@ def test_cost_model_counts_packed_blocks():
 def test_pack_errors(depth, width, family, message):
     with pytest.raises(ValueError, match=message):
         pack(depth, width, family)
+
+
+@pytest.mark.parametrize("w_type,in_type,bias", [("bipolar", "bipolar", "uniform"),
+                                                  ("int3", "uint4", "varied")])
+def test_threshold_memory_width_as_built(w_type, in_type, bias):
+    # The estimate's threshold word is the one the MVU elaborates (narrowed codes, and
+    # the bias and sign only when they vary), so its blocks are counted exactly.
+    import numpy as np
+    from amaranth.hdl import Fragment, Shape
+    from qloom.hw.mvu import MVU, threshold_lane_bits
+    from qloom.hw.threshold import ThresholdSpec
+    from qloom.nn.dtypes import BIPOLAR, int_type, uint_type
+    types = {"bipolar": BIPOLAR, "int3": int_type(3), "uint4": uint_type(4)}
+    wt, it = types[w_type], types[in_type]
+    rng = np.random.default_rng(1)
+    mh, mw, pe = 8, 30, 4
+    weights = (np.where(rng.integers(0, 2, (mh, mw)) > 0, 1, -1) if wt.bipolar
+               else rng.integers(wt.min, wt.max + 1, (mh, mw)))
+    t = np.sort(rng.integers(-20, 21, (mh, 3)), axis=1)
+    b = np.zeros(mh, dtype=np.int64) if bias == "uniform" else rng.integers(0, 3, mh)
+    spec = ThresholdSpec(thresholds=t, bias=b, sign=np.ones(mh, dtype=np.int64),
+                         out_type=uint_type(3))
+    mvu = MVU(weights=weights, w_type=wt, in_type=it, pe=pe, simd=5, threshold=spec)
+    fragment = Fragment.get(mvu, None)
+    thresholds = next(m for m, name, *_ in fragment.subfragments if name == "thresholds")
+    built = thresholds._data        # the elaborated memory's contents and shape
+    assert built.depth == mh // pe
+    assert Shape.cast(built.shape).width == pe * threshold_lane_bits(weights, wt, it, spec)

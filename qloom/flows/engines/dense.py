@@ -3,6 +3,7 @@ following activation's thresholds fused into its output."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ...hw.mvu_datapath import Datapath, select_datapath
@@ -26,12 +27,14 @@ def datapath_of(w_type: DataType, in_type: DataType) -> str:
 
 def mvu_features(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
                  in_type: DataType, acc_bits: int, threshold: MultiThreshold | None,
-                 options: BuildOptions, dsps: int, template=None):
+                 options: BuildOptions, dsps: int, template=None,
+                 threshold_bits: int | None = None):
     """The MVU's (or, with ``template``, that template's) estimate features for one
-    folding, with the memory placement and register stages this engine builds it with."""
+    folding, with the memory placement and register stages this engine builds it with
+    (``threshold_bits``: the thresholds' bits per lane as built, when known)."""
     from ...hw import mvu
     styles = memory_styles(mh, mw, pe, simd, w_type, in_type, acc_bits, threshold,
-                           options.family, options.sprams)
+                           options.family, options.sprams, threshold_bits)
     return (template or mvu).estimate(
         mh=mh, mw=mw, pe=pe, simd=simd, w_type=w_type, in_type=in_type, acc_bits=acc_bits,
         thresholds=threshold.num_thresholds if threshold is not None else 0,
@@ -40,7 +43,7 @@ def mvu_features(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
         dsp_blocks=dsp_primitive(options, w_type, in_type) is not None,
         weights_block=styles.weights, thresholds_block=styles.thresholds,
         buffer_block=styles.buffer, family=options.family,
-        weights_spram=styles.weights_spram)
+        weights_spram=styles.weights_spram, threshold_bits=threshold_bits)
 
 
 class DenseEngine(Engine):
@@ -80,7 +83,18 @@ class DenseEngine(Engine):
                                   simd=fold.simd, w_type=self.dense.w_type,
                                   in_type=self.dense.in_type,
                                   acc_bits=self.dense.acc_type.bits, threshold=self.threshold,
-                                  options=options, dsps=dsps))]
+                                  options=options, dsps=dsps,
+                                  threshold_bits=self.threshold_bits))]
+
+    @functools.cached_property
+    def threshold_bits(self) -> int | None:
+        """Bits per lane of the fused thresholds' memory as the MVU builds it."""
+        if self.threshold is None:
+            return None
+        from ...hw.mvu import threshold_lane_bits
+        d = self.dense
+        return threshold_lane_bits(d.weights, d.w_type, d.in_type,
+                                   threshold_spec(self.threshold))
 
     @property
     def in_bits(self) -> int:
@@ -104,7 +118,8 @@ class DenseEngine(Engine):
     def styles(self, fold, options) -> "MemoryStyles":
         d = self.dense
         return memory_styles(d.mh, d.mw, fold.pe, fold.simd, d.w_type, d.in_type,
-                             d.acc_type.bits, self.threshold, options.family, options.sprams)
+                             d.acc_type.bits, self.threshold, options.family, options.sprams,
+                             self.threshold_bits)
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.mvu import MVU
@@ -162,13 +177,14 @@ def weights_in_spram(words: int, width: int, family: Family, sprams: int) -> boo
 
 def memory_styles(mh, mw, pe, simd, w_type: DataType, in_type: DataType, acc_bits: int,
                   threshold: MultiThreshold | None, family: Family,
-                  sprams: int = 0) -> MemoryStyles:
+                  sprams: int = 0, threshold_bits: int | None = None) -> MemoryStyles:
     k = threshold.num_thresholds if threshold is not None else 0
+    lane = k * acc_bits if threshold_bits is None else threshold_bits
     words, width = (mh // pe) * (mw // simd), pe * simd * w_type.bits
     return MemoryStyles(
         weights_spram=weights_in_spram(words, width, family, sprams),
         weights=use_block_ram(words, width, family),
-        thresholds=k > 0 and use_block_ram(mh // pe, pe * k * acc_bits, family),
+        thresholds=k > 0 and use_block_ram(mh // pe, pe * lane, family),
         buffer=use_block_ram(mw // simd, simd * in_type.bits, family, writable=True),
         lutram=has_lutram(family))
 
