@@ -10,6 +10,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
+from .estimate import Features
 from .types import shape_of
 
 __all__ = ["ElementwiseAdd"]
@@ -81,10 +82,9 @@ class ElementwiseAdd(wiring.Component):
         return m
 
 
-def estimate(*, a_bits: int, b_bits: int, lanes: int, family) -> "Features":
+def estimate(*, a_bits: int, b_bits: int, lanes: int, family) -> Features:
     """The adder's resources (:class:`qloom.hw.estimate.Features`): an adder and an
     output register per lane."""
-    from .estimate import Features
     bits = max(a_bits, b_bits) + 1
     f = Features("add")
     f.add("lut", "lanes", lanes * bits)

@@ -22,6 +22,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType
 from ..nn.ir import window_sum_type
+from .estimate import Features
 from .swg import SlidingWindow, WindowOrder
 from .types import shape_of
 
@@ -106,10 +107,10 @@ class AvgPool(wiring.Component):
         output word at one word per cycle, or the input is the bottleneck."""
         return max(self.in_words_per_frame, self.out_words_per_frame * self._taps)
 
-    def estimate(self, family) -> "Features":
+    def estimate(self, family) -> Features:
         """Resources (:class:`qloom.hw.estimate.Features`): the sliding window's line
         buffer and counters, one adder per lane, the running sum and output registers."""
-        from .estimate import Features, memory_cost
+        from .estimate import memory_cost
         acc = self._acc_type.bits
         f = Features("avgpool")
         f.add_memory("buffer", memory_cost(self.buffer_words,
@@ -180,10 +181,9 @@ class GlobalAvgPool(wiring.Component):
         """One input word per cycle; the output words leave with the last pixel's."""
         return self.in_words_per_frame
 
-    def estimate(self, family) -> "Features":
+    def estimate(self, family) -> Features:
         """Resources (:class:`qloom.hw.estimate.Features`): the ring of accumulators, one
         adder per lane, the output register and counters."""
-        from .estimate import Features
         acc = self._acc_type.bits
         f = Features("global_avgpool")
         f.add("lut", "lanes", self._lanes * acc)

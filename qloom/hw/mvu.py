@@ -43,6 +43,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, fits_dsp as _fits_dsp
+from .estimate import Features
 from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sums,
                            select_datapath, select_product, tree_sum, value_of)
 from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blocks,
@@ -471,7 +472,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
              acc_bits: int, thresholds: int, out_bits: int, dsps: int, pipeline: bool,
              dsp_blocks: bool, weights_block: bool, thresholds_block: bool,
              buffer_block: bool, family, weights_spram: bool = False,
-             threshold_bits: int | None = None) -> "Features":
+             threshold_bits: int | None = None) -> Features:
     """The MVU's resources as :class:`qloom.hw.estimate.Features`, from the parameters it
     is built from: ``thresholds`` fused thresholds per channel of ``out_bits``-bit
     outputs (0: none), ``dsps`` lanes on DSP blocks (``dsp_blocks``: ECP5 MULT18X18D
@@ -480,7 +481,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     the weights in SPRAMs, whose address and select muxes are the logic they add;
     ``threshold_bits``: the thresholds' bits per lane, ``threshold_lane_bits``, when the
     values are known, else ``thresholds * acc_bits``)."""
-    from .estimate import Features, adder_tree_luts, comparator_luts, memory_cost, ram_cost
+    from .estimate import adder_tree_luts, comparator_luts, memory_cost, ram_cost
     path = select_datapath(w_type, in_type)
     ib, wb = in_type.bits, w_type.bits
     f = Features("mvu_" + {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub",

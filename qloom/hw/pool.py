@@ -11,6 +11,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType
+from .estimate import Features
 from .swg import SlidingWindow, WindowOrder
 from .types import shape_of
 
@@ -89,10 +90,10 @@ class MaxPool(wiring.Component):
 
 
 def estimate(*, in_w: int, channels: int, kernel: int, stride: int, lanes: int, bits: int,
-             family) -> "Features":
+             family) -> Features:
     """The max pool's resources (:class:`qloom.hw.estimate.Features`): a row of partial
     maxima, two comparators per lane, the output registers and counters."""
-    from .estimate import Features, comparator_luts, memory_cost
+    from .estimate import comparator_luts, memory_cost
     f = Features("maxpool")
     out_w = (in_w - kernel) // stride + 1
     f.add_memory("row", memory_cost(out_w * (channels // lanes), lanes * bits, family))

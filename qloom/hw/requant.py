@@ -18,6 +18,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import Rounding
+from .estimate import Features
 from .types import shape_of
 
 __all__ = ["Requantizer"]
@@ -120,11 +121,11 @@ class Requantizer(wiring.Component):
         return m
 
 
-def estimate(*, channels: int, lanes: int, in_bits: int, out_bits: int, family) -> "Features":
+def estimate(*, channels: int, lanes: int, in_bits: int, out_bits: int, family) -> Features:
     """The requantizer's resources (:class:`qloom.hw.estimate.Features`). Per lane: the
     offset adder, the rounding increment, the clamp, the offset table over the channel
     folds (a ROM in LUTs) and the registers between them."""
-    from .estimate import Features, memory_cost
+    from .estimate import memory_cost
     bits = in_bits + 2
     f = Features("requant")
     table = memory_cost(channels // lanes, bits, family, block=False)

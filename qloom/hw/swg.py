@@ -24,6 +24,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType
+from .estimate import Features
 from .types import shape_of
 
 __all__ = ["WindowOrder", "SlidingWindow"]
@@ -248,10 +249,10 @@ class SlidingWindow(wiring.Component):
 
 
 def estimate(*, in_w: int, channels: int, kernel: tuple, stride: tuple, simd: int,
-             bits: int, family) -> "Features":
+             bits: int, family) -> Features:
     """The sliding window's resources (:class:`qloom.hw.estimate.Features`): its line
     buffer of ``(KH + SH)`` image rows (``buffer_words``) and its counters."""
-    from .estimate import Features, auto_ram_cost
+    from .estimate import auto_ram_cost
     f = Features("swg")
     f.add("lut", "control", 60)
     f.add("ff", "control", 50)

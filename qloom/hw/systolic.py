@@ -30,6 +30,7 @@ import numpy as np
 
 from ..nn.dtypes import DataType
 from ..nn.ir import Dense
+from .estimate import Features
 from .fifo import StreamFIFO
 from .types import shape_of
 
@@ -281,11 +282,11 @@ class SystolicArray(wiring.Component):
 
 
 def estimate(*, mh: int, mw: int, rows: int, cols: int, w_bits: int, in_bits: int,
-             acc_bits: int, dsps: int, family) -> "Features":
+             acc_bits: int, dsps: int, family) -> Features:
     """The array's resources (:class:`qloom.hw.estimate.Features`): per PE a multiplier
     (a DSP block for ``dsps`` of them, shift-and-add logic for the rest), an adder and its
     partial-sum and operand registers; the weight memory; the skew registers."""
-    from .estimate import Features, memory_cost
+    from .estimate import memory_cost
     f = Features("systolic")
     pes = rows * cols
     f.add("lut", "multiplier", (pes - dsps) * (2 * in_bits * w_bits + 2 * (in_bits + w_bits)))

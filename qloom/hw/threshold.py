@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import MultiThreshold
+from .estimate import Features
 from .mvu_datapath import tree_sum
 from .types import shape_of
 from .weight_mem import RamStyle, pack_layout, pack_words, rom
@@ -120,10 +121,10 @@ def mode_for(thresholds: int) -> ThresholdMode:
 
 
 def estimate(*, channels: int, thresholds: int, lanes: int, in_bits: int, out_bits: int,
-             mode: ThresholdMode, family) -> "Features":
+             mode: ThresholdMode, family) -> Features:
     """The thresholding unit's resources (:class:`qloom.hw.estimate.Features`), both
     modes taking one word per cycle (the binary search is pipelined)."""
-    from .estimate import Features, adder_tree_luts, comparator_luts, memory_cost
+    from .estimate import adder_tree_luts, comparator_luts, memory_cost
     f = Features("threshold")
     folds = channels // lanes
     if mode is ThresholdMode.BINARY_SEARCH:

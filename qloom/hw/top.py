@@ -20,6 +20,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .dup import Duplicate
+from .estimate import Features
 from .fifo import StreamFIFO
 from .skid import SkidBuffer
 from .spram import SpiSignature, SpramLoader
@@ -45,12 +46,12 @@ def _width_steps(a: int, b: int) -> list[int]:
 
 
 def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
-                  family) -> "Features":
+                  family) -> Features:
     """The resources of one edge as ``AcceleratorTop._edge`` builds it
     (:class:`qloom.hw.estimate.Features`): a skid buffer at each end (two words and a
     mux each), the FIFO on the wider side (its storage, output register and counters)
     and the width converters between."""
-    from .estimate import Features, auto_ram_cost
+    from .estimate import auto_ram_cost
     f = Features("edge")
     lanes = max(src_lanes, dst_lanes)
     width = lanes * bits
