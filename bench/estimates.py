@@ -113,23 +113,18 @@ def _module_totals(stat: dict, family: str) -> dict:
     """Every module's resources with its submodules' included, by name without the
     leading backslash (Yosys' stat counts a module's own cells, and a submodule as a cell
     of its module's type)."""
-    from qloom.flows.synth import _CELLS
-    kinds = _CELLS[family]
+    from qloom.flows.synth import count_cells
     modules = {k.lstrip("\\"): v.get("num_cells_by_type", {}) for k, v in stat["modules"].items()}
     done = {}
 
     def total(name):
         if name not in done:
-            sums = dict.fromkeys(KINDS, 0)
+            own = {c: n for c, n in modules[name].items() if c.lstrip("\\") not in modules}
+            sums = count_cells(own, family)
             for cell, n in modules[name].items():
                 if cell.lstrip("\\") in modules:
                     for k, v in total(cell.lstrip("\\")).items():
                         sums[k] += n * v
-                    continue
-                sums["lut"] += n * sum(1 for t in kinds["lut"] if t == cell)
-                sums["ff"] += n * cell.startswith(kinds["ff_prefix"])
-                sums["dsp"] += n * (cell in kinds["dsp"])
-                sums["bram"] += n * (cell in kinds["bram"])
             done[name] = sums
         return done[name]
     return {name: total(name) for name in modules}

@@ -275,16 +275,20 @@ def read_stat(path: Path, family: str, module: str | None = None) -> dict:
     else:
         block = stat["design"]
     cells = {k: int(v) for k, v in block.get("num_cells_by_type", {}).items()}
-    kinds = _CELLS[family]
     transistors = block.get("estimated_num_transistors")
-    return {"cells_by_type": cells,
-            "lut": sum(cells.get(t, 0) for t in kinds["lut"]),
+    return {"cells_by_type": cells, **count_cells(cells, family),
+            # Yosys appends "+" when some cell types have no transistor count (flip-flops).
+            "transistors": int(str(transistors).rstrip("+")) if transistors else None}
+
+
+def count_cells(cells: dict, family: str) -> dict:
+    """LUT4s, flip-flops, DSP blocks and block RAMs in a cell-type -> count table."""
+    kinds = _CELLS[family]
+    return {"lut": sum(cells.get(t, 0) for t in kinds["lut"]),
             "ff": sum(n for t, n in cells.items()
                       if t.startswith(kinds["ff_prefix"]) and (family != "generic" or "DFF" in t)),
             "dsp": sum(cells.get(t, 0) for t in kinds["dsp"]),
-            "bram": sum(cells.get(t, 0) for t in kinds["bram"]),
-            # Yosys appends "+" when some cell types have no transistor count (flip-flops).
-            "transistors": int(str(transistors).rstrip("+")) if transistors else None}
+            "bram": sum(cells.get(t, 0) for t in kinds["bram"])}
 
 
 def read_nextpnr_report(path: Path) -> dict:

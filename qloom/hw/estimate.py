@@ -29,7 +29,7 @@ from . import mem_pack
 
 __all__ = ["Family", "Resources", "Features", "calibrated", "coefficients", "bram_count",
            "block_bits", "bit_efficiency", "rom_luts", "memory_cost", "ram_cost",
-           "use_block_ram", "has_lutram", "auto_ram_cost", "adder_tree_luts",
+           "use_block_ram", "has_lutram", "auto_ram_cost", "adder_tree_luts", "lut_multiplier_luts",
            "comparator_luts", "CALIBRATION_FILE"]
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
@@ -218,6 +218,11 @@ def adder_tree_luts(n: int, bits: int) -> int:
         luts += pairs * width
         n -= pairs
     return luts
+
+
+def lut_multiplier_luts(a_bits: int, b_bits: int) -> int:
+    """LUT4s of one shift-and-add multiplier of ``a_bits`` by ``b_bits`` operands."""
+    return 2 * a_bits * b_bits + 2 * (a_bits + b_bits)
 
 
 def comparator_luts(bits: int) -> int:

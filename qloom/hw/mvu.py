@@ -481,7 +481,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     the weights in SPRAMs, whose address and select muxes are the logic they add;
     ``threshold_bits``: the thresholds' bits per lane, ``threshold_lane_bits``, when the
     values are known, else ``thresholds * acc_bits``)."""
-    from .estimate import adder_tree_luts, comparator_luts, memory_cost, ram_cost
+    from .estimate import (adder_tree_luts, comparator_luts, lut_multiplier_luts, memory_cost,
+                           ram_cost)
     path = select_datapath(w_type, in_type)
     ib, wb = in_type.bits, w_type.bits
     f = Features("mvu_" + {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub",
@@ -507,7 +508,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add("lut", "tree", pe * adder_tree_luts(simd, other + 1))
     else:
         # A shift-and-add multiplier per lane not on a DSP block.
-        f.add("lut", "multiplier", (pe * simd - dsps) * (2 * ib * wb + 2 * (ib + wb)))
+        f.add("lut", "multiplier", (pe * simd - dsps) * lut_multiplier_luts(ib, wb))
         f.add("lut", "tree", pe * adder_tree_luts(simd, ib + wb))
         f.dsp = dsps
         if pipeline:

@@ -286,10 +286,10 @@ def estimate(*, mh: int, mw: int, rows: int, cols: int, w_bits: int, in_bits: in
     """The array's resources (:class:`qloom.hw.estimate.Features`): per PE a multiplier
     (a DSP block for ``dsps`` of them, shift-and-add logic for the rest), an adder and its
     partial-sum and operand registers; the weight memory; the skew registers."""
-    from .estimate import memory_cost
+    from .estimate import lut_multiplier_luts, memory_cost
     f = Features("systolic")
     pes = rows * cols
-    f.add("lut", "multiplier", (pes - dsps) * (2 * in_bits * w_bits + 2 * (in_bits + w_bits)))
+    f.add("lut", "multiplier", (pes - dsps) * lut_multiplier_luts(in_bits, w_bits))
     f.add("lut", "adder", pes * acc_bits)
     f.add("ff", "pe_registers", pes * (acc_bits + in_bits))
     f.add("ff", "skew", rows * in_bits * (rows - 1) // 2 + cols * acc_bits * (cols - 1) // 2)
