@@ -9,11 +9,15 @@ buffer, later folds read the buffer, and the next vector's first fold follows th
 without a gap. So a vector takes exactly ``NF * SF`` cycles in steady state, and the input
 is ready during ``SF`` of them.
 
-Pipeline (one global stall: every stage moves when the output register is free or being
-emptied): issue (weight memory and buffer addresses) -> operands -> [operand register]
--> [products register] -> [adder tree register] -> accumulate -> output register, plus a
-compare stage when thresholds are fused. ``i.ready`` therefore depends combinationally on
-``o.ready``; a FIFO between units cuts that path. ``latency`` counts cycles from a vector's
+Pipeline: issue (weight memory and buffer addresses) -> operands -> [operand register]
+-> [products register] -> [adder tree register] -> accumulate -> output queue, plus a
+compare stage when thresholds are fused. The stages have no enable: nothing stalls once
+issued. Flow control is by credit instead of a global stall (whose fan-out to every
+register's enable, every DSP block's clock enable among them, was the critical path): a
+fold step that completes an output is issued only when the output queue
+(``output_depth`` words, ``amaranth.lib.fifo.SyncFIFO``) has a word reserved for it, and
+a register counts the words issued and not yet taken. So ``i.ready`` depends on
+registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
 either side: ``SF - 1 + 2 + register_operands + register_products + register_adder_tree +
 split_adder_tree + (1 if thresholds are fused) + (2 with ECP5 DSP blocks, see
@@ -36,8 +40,9 @@ input until ``load.done``.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Const, Module, Mux, Shape, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -221,9 +226,12 @@ class MVU(wiring.Component):
     def latency(self) -> int:
         """Cycles from a vector's first input word taken to its first output word taken,
         with no stalls (see the module documentation)."""
-        return (self.synapse_folds + 1 + self._register_operands + self._register_products
-                + 2 * (self._dsp_primitive is not None) + self._register_adder_tree
-                + self.split_adder_tree + (self._threshold is not None))
+        return latency(self.synapse_folds, register_operands=self._register_operands,
+                       register_products=self._register_products,
+                       dsp_blocks=self._dsp_primitive is not None,
+                       register_adder_tree=self._register_adder_tree,
+                       split_adder_tree=self.split_adder_tree,
+                       thresholds=self._threshold is not None)
 
     @property
     def split_adder_tree(self) -> bool:
@@ -253,27 +261,44 @@ class MVU(wiring.Component):
         words, layout = self._weight_words()
         return spram_image(layout.size, words)
 
+    @property
+    def output_depth(self) -> int:
+        """Words of the output queue (``output_depth``)."""
+        return output_depth(self.latency, self.synapse_folds)
+
     def elaborate(self, platform):
         m = Module()
         nf, sf = self.neuron_folds, self.synapse_folds
-        advance = Signal()  # the global pipeline enable
         spram = self._ram_style is RamStyle.SPRAM
-        # SPRAM weights: nothing is issued before they are loaded (the gate is on the
-        # issue, not on the pipeline enable, whose fan-out it would lengthen: on the
-        # UP5K the loader's state to every enable was the critical path).
+        # SPRAM weights: nothing is issued before they are loaded.
         loaded = self.load.done if spram else 1
-        m.d.comb += advance.eq(~self.o.valid | self.o.ready)
+
+        # Credit: ``reserved`` counts the outputs issued and not yet taken from the
+        # queue; a step that completes an output needs ``room`` (a register, so the
+        # issue logic and ``i.ready`` depend on registers only).
+        depth = self.output_depth
+        m.submodules.queue = queue = SyncFIFO(width=Shape.cast(self.o.payload.shape()).width,
+                                              depth=depth)
+        reserved, room = Signal(range(depth + 1)), Signal(init=1)
+        m.d.comb += [self.o.payload.eq(queue.r_data), self.o.valid.eq(queue.r_rdy),
+                     queue.r_en.eq(self.o.ready)]
 
         # Issue: one (neuron fold, synapse fold) step per cycle when its input is there.
         # The flags "last synapse fold" and "first neuron fold" (the input comes from the
-        # stream) are registers, not compares of the counters: they feed the stall logic,
+        # stream) are registers, not compares of the counters: they feed the issue logic,
         # and on iCE40 the compares made it the critical path.
         s_fold, n_fold = Signal(range(sf)), Signal(range(nf))
         s_last, from_stream = Signal(init=sf == 1), Signal(init=1)
         w_addr = Signal(range(nf * sf))
-        issue = Signal()
-        m.d.comb += [issue.eq(advance & loaded & (self.i.valid | ~from_stream)),
-                     self.i.ready.eq(advance & loaded & from_stream)]
+        issue, may_issue = Signal(), Signal()
+        m.d.comb += [may_issue.eq(loaded & (room | ~s_last)),
+                     issue.eq(may_issue & (self.i.valid | ~from_stream)),
+                     self.i.ready.eq(may_issue & from_stream)]
+        reserve, release = issue & s_last, queue.r_rdy & self.o.ready
+        with m.If(reserve & ~release):
+            m.d.sync += [reserved.eq(reserved + 1), room.eq(reserved < depth - 1)]
+        with m.Elif(release & ~reserve):
+            m.d.sync += [reserved.eq(reserved - 1), room.eq(1)]
         with m.If(issue):
             s_next = Mux(s_last, 0, s_fold + 1)
             m.d.sync += [s_fold.eq(s_next), s_last.eq(s_next == sf - 1),
@@ -288,15 +313,14 @@ class MVU(wiring.Component):
             w_port = weights
         else:
             w_port = weights.read_port()
-        m.d.comb += [w_port.addr.eq(w_addr), w_port.en.eq(advance)]
+        m.d.comb += [w_port.addr.eq(w_addr), w_port.en.eq(1)]
 
         # Operands: the weight word and the input word (from the stream or the buffer).
         tag = {"valid": Signal(), "first": Signal(), "last": Signal()}
         x_reg, x_from_stream = Signal.like(self.i.payload), Signal()
-        with m.If(advance):
-            m.d.sync += [tag["valid"].eq(issue), tag["first"].eq(s_fold == 0),
-                         tag["last"].eq(s_last), x_reg.eq(self.i.payload),
-                         x_from_stream.eq(from_stream)]
+        m.d.sync += [tag["valid"].eq(issue), tag["first"].eq(s_fold == 0),
+                     tag["last"].eq(s_last), x_reg.eq(self.i.payload),
+                     x_from_stream.eq(from_stream)]
         in_layout = self.i.payload.shape()
         if nf > 1:
             m.submodules.buffer = buffer = Memory(shape=in_layout, depth=sf, init=[],
@@ -304,7 +328,7 @@ class MVU(wiring.Component):
             b_write, b_read = buffer.write_port(), buffer.read_port()
             m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
                          b_write.en.eq(issue & from_stream),
-                         b_read.addr.eq(s_fold), b_read.en.eq(advance)]
+                         b_read.addr.eq(s_fold), b_read.en.eq(1)]
             # One signal, not a Mux expression: a view over an expression writes the
             # expression again for every lane that reads it (SIMD x PE copies).
             x_sel = Signal(in_layout, name="x_sel")
@@ -315,7 +339,7 @@ class MVU(wiring.Component):
             x = x_reg
         w = w_layout(w_port.data)
         if self._register_operands:
-            (w, x), tag = self._stage(m, advance, "operand", [[w], [x]], tag)
+            (w, x), tag = self._stage(m, "operand", [[w], [x]], tag)
             w, x = w_layout(w[0]), in_layout(x[0])
         # DSP blocks with their own registers take the registered operands and give the
         # product two cycles later, after the product stage and one more register stage
@@ -327,7 +351,7 @@ class MVU(wiring.Component):
                 p, s = divmod(lane, self._simd)
                 block = Ecp5Multiplier(Value.cast(w[p][s]).shape(), Value.cast(x[s]).shape())
                 m.submodules[f"dsp{lane}"] = block
-                m.d.comb += [block.a.eq(w[p][s]), block.b.eq(x[s]), block.ce.eq(advance)]
+                m.d.comb += [block.a.eq(w[p][s]), block.b.eq(x[s]), block.ce.eq(1)]
                 blocks[lane] = block.p
 
         # Each lane gives one or more terms of its PE's sum: a lane on a DSP block a
@@ -351,27 +375,27 @@ class MVU(wiring.Component):
             else:
                 terms[p].append(self._product(w[p][s], x[s], lane))
         if self._register_products:
-            terms, tag = self._stage(m, advance, "product", terms, tag)
+            terms, tag = self._stage(m, "product", terms, tag)
         if xnor:
             terms = [nibble_counts(vector, self._simd) for (vector,) in terms]
         if self._dsp_primitive:
-            terms, tag = self._stage(m, advance, "aligned", terms, tag)
+            terms, tag = self._stage(m, "aligned", terms, tag)
         for lane, product in blocks.items():
             terms[lane // self._simd][placeholders[lane]] = product
         if self._dsp_primitive:
             # The route from a block to the adder tree gets a cycle of its own (with the
             # tree after it, 15.6 ns on the jet tagger, 8.2 of them that route).
-            terms, tag = self._stage(m, advance, "from_dsp", terms, tag)
+            terms, tag = self._stage(m, "from_dsp", terms, tag)
         if self.split_adder_tree:
             # Sum groups of _TREE_GROUP lanes, register, then sum the groups: two shorter
             # trees instead of one deep one (the critical path on iCE40 otherwise).
             group = _TREE_GROUP // 4 if xnor else _TREE_GROUP    # XNOR terms: nibbles
             terms = [[tree_sum(lane[k:k + group])
                       for k in range(0, len(lane), group)] for lane in terms]
-            terms, tag = self._stage(m, advance, "partial", terms, tag)
+            terms, tag = self._stage(m, "partial", terms, tag)
         dots = [tree_sum(lane) for lane in terms]
         if self._register_adder_tree:
-            dots, tag = self._stage(m, advance, "dot", [dots], tag)
+            dots, tag = self._stage(m, "dot", [dots], tag)
             dots = dots[0]
 
         # Accumulate; on a vector fold's last step hand the sum on.
@@ -380,17 +404,18 @@ class MVU(wiring.Component):
         for p, dot in enumerate(dots):
             acc, acc_next = Signal(acc_shape, name=f"acc{p}"), Signal(acc_shape, name=f"sum{p}")
             m.d.comb += acc_next.eq(Mux(tag["first"], 0, acc) + dot)
-            with m.If(advance & tag["valid"]):
+            with m.If(tag["valid"]):
                 m.d.sync += acc.eq(acc_next)
             sums.append(acc_next)
         done = tag["valid"] & tag["last"]
+        result = Signal(self.o.payload.shape())
         if self._threshold is None:
-            with m.If(advance):
-                m.d.sync += self.o.valid.eq(done)
-                for p, total in enumerate(sums):
-                    m.d.sync += self.o.payload[p].eq((total << 1) - self.mw if xnor else total)
+            m.d.comb += queue.w_en.eq(done)
+            for p, total in enumerate(sums):
+                m.d.comb += result[p].eq((total << 1) - self.mw if xnor else total)
         else:
-            self._elaborate_thresholds(m, advance, done, sums)
+            m.d.comb += queue.w_en.eq(self._elaborate_thresholds(m, done, sums, result))
+        m.d.comb += queue.w_data.eq(result)
         return m
 
     def _product(self, w_code, x_code, lane):
@@ -403,7 +428,7 @@ class MVU(wiring.Component):
         return multiply(w_code, x_code, dsp=lane < self._dsp_count)
 
     @staticmethod
-    def _stage(m, advance, name, rows, tag):
+    def _stage(m, name, rows, tag):
         """Register every value of ``rows`` (a list of lists) and the pipeline tag."""
         registered = []
         for p, row in enumerate(rows):
@@ -411,32 +436,47 @@ class MVU(wiring.Component):
                     for s, v in enumerate(row)]
             registered.append(regs)
         new_tag = {key: Signal(name=f"{name}_{key}") for key in tag}
-        with m.If(advance):
-            for row, regs in zip(rows, registered):
-                m.d.sync += [reg.eq(v) for reg, v in zip(regs, row)]
-            m.d.sync += [new_tag[key].eq(tag[key]) for key in tag]
+        for row, regs in zip(rows, registered):
+            m.d.sync += [reg.eq(v) for reg, v in zip(regs, row)]
+        m.d.sync += [new_tag[key].eq(tag[key]) for key in tag]
         return registered, new_tag
 
-    def _elaborate_thresholds(self, m, advance, done, sums):
-        """Fused thresholds: register the sums, read the fold's thresholds, compare."""
+    def _elaborate_thresholds(self, m, done, sums, result):
+        """Fused thresholds: register the sums, read the fold's thresholds, compare
+        into ``result``; returns the signal that says ``result`` is valid."""
         table = _threshold_table(self._weights, self._w_type, self._in_type,
                                  self._threshold, self._pe)
         mem, layout = table.parallel_memory(self._threshold_ram_style)
         m.submodules.thresholds = mem
         port = mem.read_port()
         fold = Signal(range(self.neuron_folds))
-        with m.If(advance & done):
+        with m.If(done):
             m.d.sync += fold.eq(Mux(fold == self.neuron_folds - 1, 0, fold + 1))
-        m.d.comb += [port.addr.eq(fold), port.en.eq(advance)]
+        m.d.comb += [port.addr.eq(fold), port.en.eq(1)]
         held = [Signal.like(total, name=f"held{p}") for p, total in enumerate(sums)]
         held_valid = Signal()
         rows = layout(port.data)
-        with m.If(advance):
-            m.d.sync += [held_valid.eq(done), self.o.valid.eq(held_valid)]
-            m.d.sync += [reg.eq(total) for reg, total in zip(held, sums)]
-            for p, value in enumerate(held):
-                meta = rows[p].meta if table.meta_layout is not None else None
-                m.d.sync += self.o.payload[p].eq(table.code(table.count(value, rows[p].t), meta))
+        m.d.sync += [held_valid.eq(done)]
+        m.d.sync += [reg.eq(total) for reg, total in zip(held, sums)]
+        for p, value in enumerate(held):
+            meta = rows[p].meta if table.meta_layout is not None else None
+            m.d.comb += result[p].eq(table.code(table.count(value, rows[p].t), meta))
+        return held_valid
+
+
+def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_blocks: bool,
+            register_adder_tree: bool, split_adder_tree: bool, thresholds: bool) -> int:
+    """The MVU's latency (see the module documentation) from its register stages."""
+    return (sf + 1 + register_operands + register_products + 2 * dsp_blocks
+            + register_adder_tree + split_adder_tree + thresholds)
+
+
+def output_depth(latency: int, sf: int) -> int:
+    """Words of the output queue: one for every output that can be in flight between
+    its last fold step's issue and its word being taken, while the credit register
+    catches up, so that the unit never waits for credit when ``o`` is always ready (an
+    output every ``sf`` cycles; at least 2)."""
+    return max(2, (latency - sf + 1) // sf + 1)
 
 
 def _acc_range(weights: np.ndarray, in_type: DataType) -> tuple[int, int]:
@@ -545,4 +585,15 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
         f.add_memory("thresholds", memory_cost(mh // pe, pe * lane, family, thresholds_block),
                      bits=mh * lane)
+    # The output queue (in logic: a few words read asynchronously) and its credit.
+    mac = path is Datapath.MAC
+    depth = output_depth(latency(sf, register_operands=pipeline and mac,
+                                 register_products=pipeline, dsp_blocks=dsp_blocks and dsps > 0,
+                                 register_adder_tree=pipeline,
+                                 split_adder_tree=pipeline and simd > _TREE_GROUP,
+                                 thresholds=thresholds > 0), sf)
+    f.add_memory("output", ram_cost(depth, pe * (out_bits if thresholds else acc_bits), family,
+                                    block=False))
+    f.add("ff", "credit", 2 * depth.bit_length())
+    f.add("lut", "credit", 2 * depth.bit_length() + 4)
     return f
