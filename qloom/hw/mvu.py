@@ -201,16 +201,6 @@ class MVU(wiring.Component):
         return self._acc_type if self._threshold is None else self._threshold.out_type
 
     @property
-    def datapath(self) -> Datapath:
-        """The datapath chosen for the weight and input types (``select_datapath``)."""
-        return self._datapath
-
-    @property
-    def dsp_count(self) -> int:
-        """Multiplier lanes written as ``*`` (mapped to DSP blocks); 0 without multipliers."""
-        return self._dsp_count
-
-    @property
     def neuron_folds(self) -> int:
         return self.mh // self._pe
 
