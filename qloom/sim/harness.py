@@ -29,8 +29,9 @@ design is held in reset until then, and ``cycle`` 0 is its first cycle out of re
 and then wakes only when a counter crosses into the other half of its ring
 (``in_half``, ``out_half``), to refill the half just consumed and read the records of the
 half just filled, all in bulk; simulated time stands still meanwhile, so the harness
-never waits for Python. The memories also have a read port (``rd_addr``) so that
-Amaranth's conversion (through Yosys) keeps them.
+never waits for Python. The memories also have a read port (``rd_addr``, clocked by
+``rd_clock``, which nothing needs to toggle) so that Amaranth's conversion (through
+Yosys) keeps them.
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ class StreamHarness(wiring.Component):
     out_last_bit : bit of the output payload that carries ``last``.
     clock_period_ps : period of the clock the harness makes itself (``clock``, see
         ``clock_verilog``); its ``reset`` input resets it and the design.
+    clock_input : take the clock on a ``clock`` input instead (Verilator: the main loop
+        of ``harness_main.cpp`` makes it; see there for why).
+
+    The ``free_run`` input does nothing in the harness: it tells that main loop that the
+    bench waits only for a change of ``in_half``, ``out_half`` or ``done`` or for a timer,
+    so that it may run clock edges without calling into cocotb meanwhile.
     depth : words in each ring memory, a power of two (at least 4).
     lanes : words per memory row, a power of two from 2 to ``depth / 2``: cocotb moves a
         row per VPI call, and the call, not the width, is what costs. The row being
@@ -87,7 +94,8 @@ class StreamHarness(wiring.Component):
 
     def __init__(self, *, top: str, in_bits: int, out_bits: int, out_last_bit: int,
                  clock_period_ps: int, depth: int = DEFAULT_DEPTH, lanes: int = 2,
-                 flash: bytes | None = None, flash_offset: int = 0):
+                 clock_input: bool = False, flash: bytes | None = None,
+                 flash_offset: int = 0):
         for name, value in (("input payload width", in_bits), ("clock period", clock_period_ps),
                             ("output payload width", out_bits), ("ring depth", depth),
                             ("lane count", lanes)):
@@ -105,11 +113,12 @@ class StreamHarness(wiring.Component):
             raise TypeError(f"The top module name must be a Verilog identifier, not {top!r}")
         self.top, self.in_bits, self.out_bits = top, in_bits, out_bits
         self.out_last_bit, self.depth, self.lanes = out_last_bit, depth, lanes
-        self.clock_period_ps = clock_period_ps
+        self.clock_period_ps, self.clock_input = clock_period_ps, bool(clock_input)
         self.flash, self.flash_offset = flash, flash_offset
         super().__init__({
-            "clock": Out(1),
+            "clock": In(1) if clock_input else Out(1),
             "reset": In(1),
+            "free_run": In(1),
             # Control, set before start.
             "start": In(1),
             "n_in": In(COUNT_BITS),
@@ -130,6 +139,7 @@ class StreamHarness(wiring.Component):
             "in_half": Out(1),
             "out_half": Out(1),
             # Read-back port (the memories are read through VPI; see the module doc).
+            "rd_clock": In(1),
             "rd_addr": In(range(depth // lanes)),
             "rd_in_cycle": Out(STAMP_BITS * lanes),
             "rd_out_payload": Out(out_bits * lanes),
@@ -193,10 +203,14 @@ class StreamHarness(wiring.Component):
                 with m.If(drained >= cfg.drain):
                     m.d.sync += self.done.eq(1)
 
-        # Read-back port (keeps the record memories through Amaranth's conversion).
+        # Read-back port (keeps the record memories through Amaranth's conversion), on a
+        # clock of its own that nothing toggles: on the harness's clock the simulator
+        # copied three whole rows every cycle for nothing (a tenth of the harness's cost).
+        m.domains.readback = ClockDomain("readback", reset_less=True)
+        m.d.comb += ClockSignal("readback").eq(self.rd_clock)
         for mem, out in ((in_cycle_mem, self.rd_in_cycle), (out_mem, self.rd_out_payload),
                          (out_cycle_mem, self.rd_out_cycle)):
-            port = mem.read_port()
+            port = mem.read_port(domain="readback")
             m.d.comb += [port.addr.eq(self.rd_addr), out.eq(port.data)]
         return m
 
@@ -220,11 +234,14 @@ class StreamHarness(wiring.Component):
         time (the reset alone a fifth). They are registered in a domain without reset."""
         m.domains.sync = domain = ClockDomain("sync")
         m.domains.inputs = inputs = ClockDomain("inputs", reset_less=True)
-        m.submodules.clock = Instance(CLOCK_MODULE, o_clk=domain.clk)
+        if self.clock_input:
+            m.d.comb += domain.clk.eq(self.clock)
+        else:
+            m.submodules.clock = Instance(CLOCK_MODULE, o_clk=domain.clk)
+            m.d.comb += self.clock.eq(domain.clk)
         reset = Signal(init=1)
         m.d.inputs += reset.eq(self.reset)
-        m.d.comb += [inputs.clk.eq(domain.clk), domain.rst.eq(reset),
-                     self.clock.eq(domain.clk)]
+        m.d.comb += [inputs.clk.eq(domain.clk), domain.rst.eq(reset)]
         cfg = SimpleNamespace()
         for name in ("start", "n_in", "n_out", "words_out", "p_in", "p_out", "seed",
                      "idle_timeout", "drain"):

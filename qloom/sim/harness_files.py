@@ -1,6 +1,8 @@
 """The files a simulator build of the stream harness needs, beside the design's RTL: the
-harness's Verilog (with its clock), generated once per port shape, and Verilator's
-control file making only the harness visible to cocotb."""
+harness's Verilog, generated once per port shape; for Icarus with its clock, for
+Verilator with a clock input made by the main loop ``harness_main.cpp`` (built instead of
+cocotb's own, see there), and Verilator's control file making only the harness visible
+to cocotb."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from pathlib import Path
 from . import harness as generator
 from .harness import STAMP_BITS, StreamHarness, clock_verilog, harness_verilog
 
-__all__ = ["HarnessFiles", "write_harness_files"]
+__all__ = ["HarnessFiles", "write_harness_files", "MAIN_SOURCE"]
 
 TOP = "qloom_harness"
+MAIN_SOURCE = Path(__file__).with_name("harness_main.cpp")
 
 # Bits per row of the harness's memories at most: a VPI call moves a row, but the
 # simulator also shifts the row registers every cycle, which costs Icarus far more than
@@ -28,7 +31,7 @@ _ROWS = 64
 # writable. --public-flat-rw, which cocotb's runner passes, makes every signal of the
 # design writable through VPI, so Verilator evaluates all logic behind them on every step
 # as if it were fed by inputs: several times slower here.
-_WRITABLE = ("reset", "start", "n_in", "n_out", "words_out", "p_in", "p_out", "seed",
+_WRITABLE = ("reset", "free_run", "start", "n_in", "n_out", "words_out", "p_in", "p_out", "seed",
              "idle_timeout", "drain", "rd_addr", "in_mem")
 _READABLE = ("clock", "done", "error", "error_cycle", "cycle", "in_count", "out_count",
              "in_half", "out_half", "in_cycle_mem", "out_mem", "out_cycle_mem",
@@ -42,12 +45,15 @@ _VERILATOR_CONFIG = "`verilator_config\n" + "".join(
 @dataclass(frozen=True)
 class HarnessFiles:
     """``source``: the harness's Verilog; ``params``: the StreamHarness parameters it was
-    made with; ``verilator_args`` and ``config_files``: what a Verilator build adds."""
+    made with; ``verilator_args``, ``config_files`` and ``main``: what a Verilator build
+    adds (its C++ main replaces cocotb's), ``plusargs``: what its run needs."""
 
     source: Path
     params: dict
     verilator_args: list = field(default_factory=list)
     config_files: list = field(default_factory=list)
+    main: Path | None = None
+    plusargs: list = field(default_factory=list)
 
 
 def _params(manifest: dict, verilator: bool, clock_period_ps: int) -> dict:
@@ -57,7 +63,7 @@ def _params(manifest: dict, verilator: bool, clock_period_ps: int) -> dict:
         lanes *= 2
     return {"top": manifest["top"], "in_bits": in_bits, "out_bits": out_bits,
             "out_last_bit": manifest["output"]["last_bit"], "depth": _ROWS * lanes,
-            "lanes": lanes, "clock_period_ps": clock_period_ps}
+            "lanes": lanes, "clock_period_ps": clock_period_ps, "clock_input": verilator}
 
 
 def write_harness_files(build_dir: Path, manifest: dict, *, verilator: bool,
@@ -81,12 +87,13 @@ def write_harness_files(build_dir: Path, manifest: dict, *, verilator: bool,
             fresh = f.readline() == header
     if not fresh:
         source.write_text(header + harness_verilog(StreamHarness(**params, **extra), name=TOP)
-                          + clock_verilog(clock_period_ps))
+                          + ("" if verilator else clock_verilog(clock_period_ps)))
     if not verilator:
         return HarnessFiles(source, params)
     config = build_dir / "public.vlt"
     config.write_text(_VERILATOR_CONFIG)
     # The control file goes in as an argument: among the sources it trips the cocotb
-    # runner's language check.
-    return HarnessFiles(source, params, ["--no-public-flat-rw", "--timing", str(config)],
-                        [config])
+    # runner's language check. Time is counted in picoseconds (timescale 1ns/1ps).
+    return HarnessFiles(source, params, ["--no-public-flat-rw", str(config)], [config],
+                        main=MAIN_SOURCE,
+                        plusargs=[f"+qloom_half_period={clock_period_ps // 2}"])

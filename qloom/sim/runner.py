@@ -33,12 +33,15 @@ import numpy as np
 
 from ..errors import QloomError, ToolError
 from ..manifest import read_manifest
+from .harness_codes import STAMP_BITS
+from .harness_rows import rows_to_words, unwrap_stamps, words_to_rows
 from .tb_stream import JOB_ENV
 
 __all__ = ["Simulator", "Bench", "RtlRun", "SimulationError", "run_rtl", "read_manifest"]
 
 _LOG_TAIL_LINES = 60
 _DRAIN_CYCLES = 64
+_RECORDS = ("in_cycle", "out", "out_cycle")     # the harness's records (tb_harness)
 
 
 class Simulator(enum.Enum):
@@ -279,7 +282,9 @@ def _build(runner, sources, top, build_dir: Path, simulator: Simulator, waves: b
 @dataclass(frozen=True)
 class _Setup:
     """What one bench needs from the simulator: what to build, its top, the cocotb test
-    module, the build options, files hashed into the build key, and job entries."""
+    module, the build options, files hashed into the build key, and job entries; for
+    Verilator, the C++ main that replaces cocotb's (None: cocotb's) and the run's
+    plusargs."""
 
     sources: list
     top: str
@@ -287,6 +292,30 @@ class _Setup:
     options: dict
     config_files: list
     job: dict
+    main: Path | None = None
+    plusargs: list = dataclasses.field(default_factory=list)
+
+
+def _get_runner(simulator: Simulator, main: Path | None):
+    """cocotb's runner for ``simulator``; with ``main``, a Verilator runner that builds
+    that C++ main instead of cocotb's (the runner names its own main in the build command
+    and has no option for another; everything else is cocotb's)."""
+    from cocotb_tools.runner import Verilator, get_runner
+    if main is None:
+        return get_runner(simulator.value)
+
+    class _OwnMainVerilator(Verilator):
+        def _build_command(self):
+            commands = super()._build_command()
+            mains = [k for k, arg in enumerate(commands[0])
+                     if Path(arg).name == "verilator.cpp"]
+            if len(mains) != 1:
+                raise ToolError(f"cannot find cocotb's Verilator main in its build command "
+                                f"{commands[0]}: is cocotb's version the one pinned?")
+            commands[0][mains[0]] = str(main)
+            return commands
+
+    return _OwnMainVerilator()
 
 
 def _bench_setup(bench: Bench, simulator: Simulator, manifest: dict, sources: list,
@@ -304,7 +333,8 @@ def _bench_setup(bench: Bench, simulator: Simulator, manifest: dict, sources: li
                    "timescale": ("1ns", "1ps")}
     job = {k: files.params[k] for k in ("depth", "lanes", "in_bits", "out_bits")}
     return _Setup([*sources, files.source], TOP, "qloom.sim.tb_harness", options,
-                  files.config_files, job)
+                  [*files.config_files, *([files.main] if files.main else [])], job,
+                  files.main, files.plusargs)
 
 
 def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
@@ -355,11 +385,24 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
         flash = (out_dir / manifest["flash"]["image"]).read_bytes()
     setup = _bench_setup(bench, simulator, manifest, sources, build_dir, flash)
     files = {name: build_dir / f"tb_{name}" for name in
-             ("inputs.txt", "job.json", "result.json", "progress.txt")}
-    files["inputs.txt"].write_text("".join(f"{int(x):x}\n" for x in payloads.flat))
+             ("job.json", "result.json", "progress.txt")}
     for name in ("result.json", "progress.txt"):
         files[name].unlink(missing_ok=True)
-    job = {"inputs": str(files["inputs.txt"]), "result": str(files["result.json"]),
+    if bench is Bench.HARNESS:
+        # The harness's side moves whole ring rows (see qloom.sim.harness_rows).
+        in_rows = build_dir / "tb_in_rows.bin"
+        in_rows.write_bytes(words_to_rows(payloads.ravel(), setup.job["in_bits"],
+                                          setup.job["lanes"]))
+        records = {name: build_dir / f"tb_{name}_rows.bin" for name in _RECORDS}
+        for path in records.values():
+            path.unlink(missing_ok=True)
+        inputs = {"in_rows": str(in_rows), "n_in": int(payloads.size),
+                  "records": {name: str(path) for name, path in records.items()}}
+    else:
+        inputs_file = build_dir / "tb_inputs.txt"
+        inputs_file.write_text("".join(f"{int(x):x}\n" for x in payloads.flat))
+        inputs = {"inputs": str(inputs_file)}
+    job = {**inputs, "result": str(files["result.json"]),
            "progress": str(files["progress.txt"]) if progress else None,
            "frames": frames, "words_out": words_out,
            "out_last_bit": manifest["output"]["last_bit"],
@@ -371,8 +414,7 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
 
     sim_log = build_dir / "sim.log"
     with _environment(_tool_env(simulator)):
-        from cocotb_tools.runner import get_runner
-        runner = get_runner(simulator.value)
+        runner = _get_runner(simulator, setup.main)
         build_seconds = _build(runner, setup.sources, setup.top, build_dir, simulator, waves,
                                setup.options, setup.config_files, label=manifest["top"])
         start = time.perf_counter()
@@ -381,7 +423,12 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
                 runner.test(test_module=setup.test_module, hdl_toplevel=setup.top,
                             hdl_toplevel_lang="verilog", parameters={},
                             build_dir=build_dir, test_dir=build_dir, waves=waves,
-                            extra_env={JOB_ENV: str(files["job.json"])},
+                            plusargs=setup.plusargs,
+                            # No pytest assertion rewriting: the benches report
+                            # through their result file, and the hook's set-up (pytest's
+                            # plugins) took 0.15 s of every run.
+                            extra_env={JOB_ENV: str(files["job.json"]),
+                                       "COCOTB_REWRITE_ASSERTION_FILES": ""},
                             results_xml=str(build_dir / "results.xml"), log_file=sim_log)
             except (RuntimeError, SystemExit):
                 pass   # judged from the bench's result file below
@@ -390,6 +437,22 @@ def run_rtl(out_dir: Path, payloads_in: np.ndarray, *,
                    build_dir, setup.top)
     return dataclasses.replace(run, build_seconds=round(build_seconds, 3),
                                run_seconds=round(run_seconds, 3), bench=bench)
+
+
+def _read_records(folder: Path, result: dict, words_out: int):
+    """The harness's records (written by qloom.sim.tb_harness into ``folder``) as output
+    payloads (object array of Python ints) and whole cycle numbers (int64)."""
+    job = json.loads((folder / "tb_job.json").read_text())
+    counts, lanes = result["record_words"], job["lanes"]
+    if counts["out"] != words_out or counts["out_cycle"] != words_out:
+        raise ToolError(f"the stream harness recorded {counts['out']} output words for "
+                        f"{words_out} (log: {folder / 'sim.log'})")
+    words = {name: rows_to_words(Path(job["records"][name]).read_bytes(), counts[name],
+                                 bits, lanes)
+             for name, bits in (("in_cycle", STAMP_BITS), ("out", job["out_bits"]),
+                                ("out_cycle", STAMP_BITS))}
+    return (words["out"].astype(object), unwrap_stamps(words["in_cycle"], STAMP_BITS),
+            unwrap_stamps(words["out_cycle"], STAMP_BITS))
 
 
 def _collect(result_file: Path, sim_log: Path, manifest: dict, frames: int,
@@ -403,10 +466,15 @@ def _collect(result_file: Path, sim_log: Path, manifest: dict, frames: int,
                               f" (log: {sim_log})")
     words_in = manifest["input"]["words_per_frame"]
     words_out = manifest["output"]["words_per_frame"]
-    payloads = np.empty(frames * words_out, dtype=object)
-    payloads[:] = [int(x, 16) for x in result["out_payloads"]]
-    in_cycles = np.asarray(result["in_cycles"], dtype=np.int64).reshape(frames, words_in)
-    out_cycles = np.asarray(result["out_cycles"], dtype=np.int64).reshape(frames, words_out)
+    if "record_words" in result:        # the harness: rows files
+        payloads, in_cycles, out_cycles = _read_records(result_file.parent, result,
+                                                        frames * words_out)
+    else:                               # the Python bench: lists
+        payloads = np.empty(frames * words_out, dtype=object)
+        payloads[:] = [int(x, 16) for x in result["out_payloads"]]
+        in_cycles, out_cycles = result["in_cycles"], result["out_cycles"]
+    in_cycles = np.asarray(in_cycles, dtype=np.int64).reshape(frames, words_in)
+    out_cycles = np.asarray(out_cycles, dtype=np.int64).reshape(frames, words_out)
     latency, ii = _measure(in_cycles, out_cycles)
     cycles = result.get("cycles")
     if cycles is None:      # the Python bench: up to the last handshake

@@ -1,12 +1,21 @@
 """The cocotb side of the stream harness (``qloom.sim.harness``): load, start, wait, read.
 
 cocotb imports this module inside the simulator; ``qloom.sim.runner.run_rtl`` prepares
-its job (``QLOOM_TB_JOB``, the same keys as ``qloom.sim.tb_stream``'s, plus ``depth``,
-``lanes``, ``in_bits`` and ``out_bits``: the harness's ring size, words per memory row
-and payload widths) and reads the result file, which has the same keys as the
-per-cycle bench's plus ``cycles`` (simulated cycles of the run). Python runs only at the
+its job (``QLOOM_TB_JOB``, the keys of ``qloom.sim.tb_stream``'s but ``inputs``, plus
+``depth``, ``lanes``, ``in_bits`` and ``out_bits``: the harness's ring size, words per
+memory row and payload widths; ``in_rows`` and ``n_in``: the input words as ring rows
+(``qloom.sim.harness_rows``) and their number; ``records``: a file for each record's
+rows, by name: ``in_cycle``, ``out``, ``out_cycle``) and reads the result file:
+``error`` (null or why the run failed), ``cycles`` (simulated cycles of the run) and
+``record_words`` (words in each record file). The rows are split into words and the
+stamps unwrapped by the runner, with numpy, after the run. Python runs only at the
 start, at every half ring of input or output words, at a progress tick every
 ``_TICK_CYCLES`` cycles and at the end: the harness does the per-cycle work.
+
+While it waits for those, the bench holds the harness's ``free_run`` input at 1: under
+Verilator the main loop (``qloom/sim/harness_main.cpp``) then runs the clock without
+calling into cocotb until one of them happens. It drops it before anything else (a read
+in the read-only phase, a write in the next time step), so that those callbacks run.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import os
 from pathlib import Path
 
 import cocotb
-from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import First, NextTimeStep, ReadOnly, RisingEdge, Timer
 
 from .harness_codes import PROBABILITY_ONE, STAMP_BITS, HarnessError
 from .tb_stream import JOB_ENV, _Progress
@@ -73,50 +82,6 @@ def _x_on_handshake(dut) -> str | None:
     return None
 
 
-class _Rings:
-    """The cocotb side of the harness's ring memories: refills the input ring ahead of
-    the harness and copies out the records behind it, a row of ``lanes`` words per VPI
-    call (the calls, not the bits, are what costs)."""
-
-    def __init__(self, dut, inputs: list[int], depth: int, lanes: int, in_bits: int,
-                 out_bits: int):
-        self.dut, self.inputs, self.depth, self.lanes = dut, inputs, depth, lanes
-        self.in_bits, self.out_bits = in_bits, out_bits
-        self.loaded = 0                      # input words written to the ring so far
-        self.in_cycles: list[int] = []
-        self.out_payloads: list[int] = []
-        self.out_cycles: list[int] = []
-
-    def refill(self, in_count: int):
-        """Write the rows whose words the harness has all consumed: word ``j`` goes to
-        slot ``j % depth`` once word ``j - depth`` has been taken, and a row is written
-        whole, so only rows up to the one holding word ``in_count + depth - 1``, and that
-        one only when it is complete or the input ends in it. Call outside the
-        read-only phase."""
-        lanes, bits, words = self.lanes, self.in_bits, self.inputs
-        end = min(len(words), in_count - in_count % lanes + self.depth)
-        mem, rows = self.dut.in_mem, self.depth // lanes
-        for first in range(self.loaded, end, lanes):
-            chunk = words[first:first + lanes]
-            value = 0
-            for k, word in enumerate(chunk):
-                value |= word << (k * bits)
-            mem[(first // lanes) % rows].value = value
-        self.loaded = max(self.loaded, end)
-
-    def collect(self, in_count: int, out_count: int):
-        """Copy the records of the words handled since the last call (a partly filled
-        row is read again next time). A record of word ``j`` is overwritten only by word
-        ``j + depth``; the harness wakes this at every half ring, so nothing is lost."""
-        dut, lanes, depth = self.dut, self.lanes, self.depth
-        _read_rows(dut.in_cycle_mem, dut.in_cycle_row, self.in_cycles, in_count, lanes,
-                   depth, STAMP_BITS)
-        _read_rows(dut.out_mem, dut.out_row, self.out_payloads, out_count, lanes, depth,
-                   self.out_bits)
-        _read_rows(dut.out_cycle_mem, dut.out_cycle_row, self.out_cycles, out_count, lanes,
-                   depth, STAMP_BITS)
-
-
 class UnknownBits(Exception):
     """A recorded word has X or Z bits (Icarus); ``index`` is the word's position."""
 
@@ -125,54 +90,102 @@ class UnknownBits(Exception):
         self.index, self.value = index, value
 
 
-def _read_rows(mem, partial, record: list[int], count: int, lanes: int, depth: int,
-               bits: int):
-    """Extend ``record`` to ``count`` words: full rows of ``lanes`` words of ``bits`` bits
-    from the ring ``mem``, the row being filled from the register ``partial`` (its ``k``
-    words in the top ``k`` lanes). Raises UnknownBits for a word with X or Z bits."""
-    rows, mask = depth // lanes, (1 << bits) - 1
-    while len(record) < count:
-        first = len(record) - len(record) % lanes
-        if first + lanes <= count:
-            value, words, skip = mem[(first // lanes) % rows].value, lanes, 0
-        else:
-            words = count - first
-            value, skip = partial.value, lanes - words
-        try:
-            # Not value.is_resolvable: that walks the bits in Python (about 1 ms for a
-            # 1024-bit row, most of a run's time); the conversion checks them in C.
-            value = int(value.to_unsigned()) >> (skip * bits)
-        except ValueError:
-            text = str(value)           # most significant bit first
-            for k in range(words):
-                lane = text[len(text) - (skip + k + 1) * bits:len(text) - (skip + k) * bits]
-                if any(c not in "01" for c in lane):
-                    raise UnknownBits(first + k, lane) from None
-            raise
-        del record[first:]
-        record.extend((value >> (k * bits)) & mask for k in range(words))
+def _row_value(handle, first: int, words: int, skip: int, bits: int) -> int:
+    """The ``words`` words of the row in ``handle`` above its ``skip`` lowest lanes, the
+    first of them word ``first`` of the record. Raises UnknownBits for a word with X or
+    Z bits."""
+    value = handle.value
+    try:
+        # Not value.is_resolvable: that walks the bits in Python (about 1 ms for a
+        # 1024-bit row, most of a run's time); the conversion checks them in C.
+        return int(value.to_unsigned()) >> (skip * bits)
+    except ValueError:
+        text = str(value)           # most significant bit first
+        for k in range(words):
+            lane = text[len(text) - (skip + k + 1) * bits:len(text) - (skip + k) * bits]
+            if any(c not in "01" for c in lane):
+                raise UnknownBits(first + k, lane) from None
+        raise
 
 
-def _unwrap(stamps: list[int]) -> list[int]:
-    """Whole cycle numbers from the harness's 32-bit stamps, which only grow and are less
-    than 2**32 cycles apart (see qloom.sim.harness_codes.STAMP_BITS)."""
-    whole, base, previous = [], 0, 0
-    for stamp in stamps:
-        if stamp < previous:
-            base += 1 << STAMP_BITS
-        whole.append(base + stamp)
-        previous = stamp
-    return whole
+class _Record:
+    """One ring of records (``in_cycle``, ``out``, ``out_cycle``) as read so far: the
+    values of its full rows in order, read once each from the memory ``mem``, and the
+    row being filled, from the register ``partial`` (its ``k`` words in the top ``k``
+    lanes, moved to the low ones here). A record of word ``j`` is overwritten only by
+    word ``j + depth``; the bench reads at every half ring, so nothing is lost."""
+
+    def __init__(self, mem, partial, bits: int, lanes: int, depth: int):
+        self.mem, self.partial, self.bits, self.lanes = mem, partial, bits, lanes
+        self.rows = depth // lanes
+        self.full: list[int] = []
+        self.tail: tuple[int, int] = (0, 0)      # (words, value) of the partial row
+
+    def read(self, count: int):
+        """Read up to word ``count`` (a partly filled row is read again next time)."""
+        lanes, bits = self.lanes, self.bits
+        while (len(self.full) + 1) * lanes <= count:
+            row = len(self.full)
+            self.full.append(_row_value(self.mem[row % self.rows], row * lanes, lanes, 0,
+                                        bits))
+        words = count - len(self.full) * lanes
+        self.tail = (words, _row_value(self.partial, len(self.full) * lanes, words,
+                                       lanes - words, bits) if words else 0)
+
+    def save(self, path: Path) -> int:
+        """Write the rows (``qloom.sim.harness_rows``' format); returns the word count."""
+        size = (self.bits * self.lanes + 7) // 8
+        rows = self.full + ([self.tail[1]] if self.tail[0] else [])
+        path.write_bytes(b"".join(value.to_bytes(size, "little") for value in rows))
+        return len(self.full) * self.lanes + self.tail[0]
+
+
+class _Rings:
+    """The cocotb side of the harness's ring memories: refills the input ring ahead of
+    the harness and copies out the records behind it, a row of ``lanes`` words per VPI
+    call (the calls, not the bits, are what costs). ``in_rows`` is the input words as
+    ring rows (``qloom.sim.harness_rows``), ``n_in`` the number of words."""
+
+    def __init__(self, dut, in_rows: bytes, n_in: int, depth: int, lanes: int, in_bits: int,
+                 out_bits: int):
+        self.dut, self.in_rows, self.n_in = dut, in_rows, n_in
+        self.depth, self.lanes = depth, lanes
+        self.row_bytes = (in_bits * lanes + 7) // 8
+        self.loaded = 0                      # input words written to the ring so far
+        self.records = {
+            "in_cycle": _Record(dut.in_cycle_mem, dut.in_cycle_row, STAMP_BITS, lanes, depth),
+            "out": _Record(dut.out_mem, dut.out_row, out_bits, lanes, depth),
+            "out_cycle": _Record(dut.out_cycle_mem, dut.out_cycle_row, STAMP_BITS, lanes,
+                                 depth)}
+
+    def refill(self, in_count: int):
+        """Write the rows whose words the harness has all consumed: word ``j`` goes to
+        slot ``j % depth`` once word ``j - depth`` has been taken, and a row is written
+        whole, so only rows up to the one holding word ``in_count + depth - 1``, and that
+        one only when it is complete or the input ends in it. Call outside the
+        read-only phase."""
+        lanes, size = self.lanes, self.row_bytes
+        end = min(self.n_in, in_count - in_count % lanes + self.depth)
+        mem, rows = self.dut.in_mem, self.depth // lanes
+        for row in range(self.loaded // lanes, -(-end // lanes)):
+            mem[row % rows].value = int.from_bytes(self.in_rows[row * size:(row + 1) * size],
+                                                   "little")
+        self.loaded = max(self.loaded, end)
+
+    def collect(self, in_count: int, out_count: int):
+        """Copy the records of the words handled since the last call."""
+        for record, count in zip(self.records.values(), (in_count, out_count, out_count)):
+            record.read(count)
 
 
 @cocotb.test()
 async def run_harness(dut):
     """Load the job's frames into the harness, run it to ``done`` and save its record."""
     job = json.loads(Path(os.environ[JOB_ENV]).read_text())
-    inputs = [int(line, 16) for line in Path(job["inputs"]).read_text().split()]
-    n_in, n_out = len(inputs), job["frames"] * job["words_out"]
+    n_in, n_out = job["n_in"], job["frames"] * job["words_out"]
     progress = _Progress(job.get("progress"), job["frames"])
-    rings = _Rings(dut, inputs, job["depth"], job["lanes"], job["in_bits"], job["out_bits"])
+    rings = _Rings(dut, Path(job["in_rows"]).read_bytes(), n_in, job["depth"], job["lanes"],
+                   job["in_bits"], job["out_bits"])
 
     dut.reset.value = 1
     dut.start.value = 0
@@ -184,13 +197,14 @@ async def run_harness(dut):
                         ("idle_timeout", min(job["idle_timeout"], 0xFFFF_FFFF)),
                         ("drain", min(job["drain_cycles"], 0xFFFF)), ("rd_addr", 0)):
         getattr(dut, name).value = value
-    clock_edge, falling = RisingEdge(dut.clock), FallingEdge(dut.clock)
+    clock_edge = RisingEdge(dut.clock)
     for _ in range(_RESET_CYCLES):
         await clock_edge
     dut.reset.value = 0
     for _ in range(_SETUP_CYCLES):
         await clock_edge       # reset ends, the generators take their seed, row 0 loads
     dut.start.value = 1
+    dut.free_run.value = 1
 
     tick = Timer(_TICK_CYCLES * job["clock_period_ps"], unit="ps")
     wake = [RisingEdge(dut.done), dut.in_half.value_change, dut.out_half.value_change, tick]
@@ -198,6 +212,7 @@ async def run_harness(dut):
     error = None
     while True:
         await First(*wake)
+        dut.free_run.value = 0
         await ReadOnly()
         in_count, out_count = _unsigned(dut.in_count), _unsigned(dut.out_count)
         try:
@@ -215,18 +230,16 @@ async def run_harness(dut):
             raise RuntimeError(f"the stream harness is not running (cycle {cycle}): "
                                f"its control inputs did not reach it")
         last_cycle = cycle
-        await falling          # out of the read-only phase: memories may be written
+        await NextTimeStep()   # out of the read-only phase: memories may be written
         rings.refill(in_count)
+        dut.free_run.value = 1
 
     code, cycle = int(dut.error.value), _unsigned(dut.error_cycle)
     if error is None and code != HarnessError.NONE:
         handshake_x = _x_on_handshake(dut) if code == HarnessError.TIMEOUT else None
         error = _message(code, cycle, job, n_in, in_count, out_count, handshake_x)
+    counts = {name: record.save(Path(job["records"][name]))
+              for name, record in rings.records.items()}
     Path(job["result"]).write_text(json.dumps({
-        "error": error,
-        "cycles": _unsigned(dut.cycle),
-        "out_payloads": [format(x, "x") for x in rings.out_payloads],
-        "in_cycles": _unwrap(rings.in_cycles),
-        "out_cycles": _unwrap(rings.out_cycles),
-    }))
+        "error": error, "cycles": _unsigned(dut.cycle), "record_words": counts}))
     assert error is None, error
