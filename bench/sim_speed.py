@@ -10,7 +10,10 @@ whole ``simulate`` call (loading the network, packing, build, simulation, golden
 Each run starts from an empty OUT/sim, so every build is timed.
 
 The Python bench is orders of magnitude slower than the harness, so it gets fewer frames
-(``--frames-python``); the defaults keep each run between 10 and 60 s on a 2-core machine.
+(``--frames-python``); the defaults keep each Python-bench run between 10 and 60 s on a
+2-core machine, and give the Verilator harness (about 1 M cycles/s, issue 9's done-when 1)
+a few seconds. The load average is printed with the table: other jobs on the machine
+slow every row.
 
     python bench/sim_speed.py [--out DIR] [--frames-harness N] [--frames-python N]
                               [--sims icarus,verilator] [--json FILE]
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -36,7 +40,7 @@ SIMS = ("icarus", "verilator")
 BENCHES = ("harness", "python")
 # Frames per (simulator, bench), measured to take 10-60 s of run_seconds; the
 # --frames-harness / --frames-python options replace both simulators' counts.
-DEFAULT_FRAMES = {("icarus", "harness"): 300, ("verilator", "harness"): 15_000,
+DEFAULT_FRAMES = {("icarus", "harness"): 300, ("verilator", "harness"): 30_000,
                   ("icarus", "python"): 200, ("verilator", "python"): 3_000}
 
 
@@ -79,7 +83,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, help="design folder (default: a temporary one)")
     p.add_argument("--frames-harness", type=int, metavar="N",
-                   help="frames per harness run (default: 300 on Icarus, 15,000 on "
+                   help="frames per harness run (default: 300 on Icarus, 30,000 on "
                         "Verilator)")
     p.add_argument("--frames-python", type=int, metavar="N",
                    help="frames per Python-bench run (default: 200 on Icarus, 3,000 on "
@@ -114,6 +118,7 @@ def main(argv=None) -> int:
                 print(f"  {sim}/{bench}: {frames:,} frames in {rows[-1]['wall_s']:.1f} s",
                       file=sys.stderr, flush=True)
     print(table(rows))
+    print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0

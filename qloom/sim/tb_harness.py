@@ -121,16 +121,18 @@ class _Record:
         self.full: list[int] = []
         self.tail: tuple[int, int] = (0, 0)      # (words, value) of the partial row
 
-    def read(self, count: int):
-        """Read up to word ``count`` (a partly filled row is read again next time)."""
+    def read(self, count: int, last: bool):
+        """Read the full rows up to word ``count``, and with ``last`` the partly filled
+        row after them too (the run is over)."""
         lanes, bits = self.lanes, self.bits
         while (len(self.full) + 1) * lanes <= count:
             row = len(self.full)
             self.full.append(_row_value(self.mem[row % self.rows], row * lanes, lanes, 0,
                                         bits))
         words = count - len(self.full) * lanes
-        self.tail = (words, _row_value(self.partial, len(self.full) * lanes, words,
-                                       lanes - words, bits) if words else 0)
+        if last and words:
+            self.tail = (words, _row_value(self.partial, len(self.full) * lanes, words,
+                                           lanes - words, bits))
 
     def save(self, path: Path) -> int:
         """Write the rows (``qloom.sim.harness_rows``' format); returns the word count."""
@@ -172,10 +174,11 @@ class _Rings:
                                                    "little")
         self.loaded = max(self.loaded, end)
 
-    def collect(self, in_count: int, out_count: int):
-        """Copy the records of the words handled since the last call."""
+    def collect(self, in_count: int, out_count: int, last: bool):
+        """Copy the records of the words handled since the last call: the full rows, and
+        with ``last`` (the run is over) the partly filled ones."""
         for record, count in zip(self.records.values(), (in_count, out_count, out_count)):
-            record.read(count)
+            record.read(count, last)
 
 
 @cocotb.test()
@@ -215,15 +218,16 @@ async def run_harness(dut):
         dut.free_run.value = 0
         await ReadOnly()
         in_count, out_count = _unsigned(dut.in_count), _unsigned(dut.out_count)
+        done = bool(dut.done.value)
         try:
-            rings.collect(in_count, out_count)
+            rings.collect(in_count, out_count, done)
         except UnknownBits as exc:
             frame, pos = divmod(exc.index, job["words_out"])
             error = (f"o__payload is {exc.value} (not all 0/1) on output word {pos} of "
                      f"frame {frame}, taken by cycle {_unsigned(dut.cycle)}")
             break
         progress.update(out_count // job["words_out"])
-        if dut.done.value:
+        if done:
             break
         cycle = _unsigned(dut.cycle)
         if cycle == last_cycle:
