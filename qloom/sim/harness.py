@@ -267,13 +267,15 @@ class StreamHarness(wiring.Component):
         return draw_gap, draw_ready
 
     def _feed(self, m, cfg, running, draw_gap, i_payload, i_valid, i_ready):
-        """The input side; returns the handshake. The current row sits in a register and
-        shifts out a word per handshake; the memory reads the next row meanwhile (rows of
-        at least two words leave it the cycle it needs). Before start, row 0 is loaded."""
+        """The input side; returns the handshake. The current row sits in a one-row
+        memory (see ``_row_register``) and shifts out a word per handshake; the ring
+        reads the next row meanwhile (rows of at least two words leave it the cycle it
+        needs). Before start, row 0 is loaded."""
         in_mem = Memory(shape=self.in_bits * self.lanes, depth=self.depth // self.lanes,
                         init=[])
         m.submodules.in_mem = in_mem
-        in_row = Signal(self.in_bits * self.lanes)
+        in_row, in_row_load, in_row_next = self._row_register(m, "in_row",
+                                                              self.in_bits * self.lanes)
         gap = Signal()
         next_row = in_mem.read_port()
         m.d.comb += [next_row.addr.eq(Mux(cfg.start, self._row(self.in_count) + 1, 0)),
@@ -285,12 +287,11 @@ class StreamHarness(wiring.Component):
                      i_valid.eq(running & (self.in_count < cfg.n_in) & ~gap)]
         took_in = Signal()
         m.d.comb += took_in.eq(i_valid & i_ready)
-        with m.If(~cfg.start):
-            m.d.sync += in_row.eq(next_row.data)
-        with m.Elif(took_in):
-            m.d.sync += [self.in_count.eq(self.in_count + 1), gap.eq(draw_gap),
-                         in_row.eq(Mux(self._row_ends(self.in_count), next_row.data,
-                                       in_row >> self.in_bits))]
+        m.d.comb += [in_row_load.eq(~cfg.start | took_in),
+                     in_row_next.eq(Mux(~cfg.start | self._row_ends(self.in_count),
+                                        next_row.data, in_row >> self.in_bits))]
+        with m.If(took_in):
+            m.d.sync += [self.in_count.eq(self.in_count + 1), gap.eq(draw_gap)]
         with m.Elif(running & gap):
             m.d.sync += gap.eq(draw_gap)
         return took_in
@@ -314,21 +315,36 @@ class StreamHarness(wiring.Component):
         return fault
 
     def _recorder(self, m, name, width, count, took, value):
-        """A ring of records: words and stamps shift into a row register from the top, so
-        that a full row holds its first word in lane 0; full rows go to memory whole (a
-        memory with a write enable per lane cost twice the design's own run time)."""
+        """A ring of records: words and stamps shift into a row register (``_row_register``,
+        ``{name}_row``) from the top, so that a full row holds its first word in lane 0;
+        full rows go to memory whole (a memory with a write enable per lane cost twice the
+        design's own run time, and still a third more than this under Verilator)."""
         lanes = self.lanes
         mem = Memory(shape=width * lanes, depth=self.depth // lanes, init=[])
         m.submodules[f"{name}_mem"] = mem
-        shifted = Signal(width * lanes, name=f"{name}_next")
-        register = Signal(width * lanes, name=f"{name}_row")
-        m.d.comb += shifted.eq(Cat(register[width:], value))
+        register, load, shifted = self._row_register(m, f"{name}_row", width * lanes)
+        m.d.comb += [shifted.eq(Cat(register[width:], value)), load.eq(took)]
         write = mem.write_port()
         m.d.comb += [write.addr.eq(self._row(count)), write.data.eq(shifted),
                      write.en.eq(took & self._row_ends(count))]
-        with m.If(took):
-            m.d.sync += register.eq(shifted)
         return mem
+
+    @staticmethod
+    def _row_register(m, name, width):
+        """A register of a whole row as a one-row memory named ``name``: returns its value,
+        a load enable and the value to load. A plain register is written every cycle in
+        the Verilog Amaranth emits (``always @*`` computes its next value, the clock edge
+        copies it), which for rows of a thousand bits was a third of the harness's cost
+        in Verilator; a memory is written only when enabled. Its contents start undefined
+        in Icarus (the initializers are dropped, see ``harness_verilog``): the bench reads
+        only the lanes written."""
+        row = Memory(shape=width, depth=1, init=[])
+        m.submodules[name] = row
+        read, write = row.read_port(domain="comb"), row.write_port()
+        value, load, data = Signal(width), Signal(), Signal(width)
+        m.d.comb += [read.addr.eq(0), value.eq(read.data), write.addr.eq(0),
+                     write.en.eq(load), write.data.eq(data)]
+        return value, load, data
 
 
 # One `initial begin mem[k] = ...; ... end` block per memory, a line per word.

@@ -93,30 +93,33 @@ class UnknownBits(Exception):
 def _row_value(handle, first: int, words: int, skip: int, bits: int) -> int:
     """The ``words`` words of the row in ``handle`` above its ``skip`` lowest lanes, the
     first of them word ``first`` of the record. Raises UnknownBits for a word with X or
-    Z bits."""
+    Z bits (the lanes skipped may hold anything: a row register's unwritten lanes start
+    undefined in Icarus)."""
     value = handle.value
-    try:
-        # Not value.is_resolvable: that walks the bits in Python (about 1 ms for a
-        # 1024-bit row, most of a run's time); the conversion checks them in C.
-        return int(value.to_unsigned()) >> (skip * bits)
-    except ValueError:
-        text = str(value)           # most significant bit first
-        for k in range(words):
-            lane = text[len(text) - (skip + k + 1) * bits:len(text) - (skip + k) * bits]
-            if any(c not in "01" for c in lane):
-                raise UnknownBits(first + k, lane) from None
-        raise
+    if not skip:
+        try:
+            # Not value.is_resolvable: that walks the bits in Python (about 1 ms for a
+            # 1024-bit row, most of a run's time); the conversion checks them in C.
+            return int(value.to_unsigned())
+        except ValueError:
+            pass
+    text = str(value)           # most significant bit first
+    for k in range(words):
+        lane = text[len(text) - (skip + k + 1) * bits:len(text) - (skip + k) * bits]
+        if any(c not in "01" for c in lane):
+            raise UnknownBits(first + k, lane)
+    return int(text[:len(text) - skip * bits], 2)
 
 
 class _Record:
     """One ring of records (``in_cycle``, ``out``, ``out_cycle``) as read so far: the
     values of its full rows in order, read once each from the memory ``mem``, and the
-    row being filled, from the register ``partial`` (its ``k`` words in the top ``k``
-    lanes, moved to the low ones here). A record of word ``j`` is overwritten only by
+    row being filled, from the one-row memory ``partial`` (its ``k`` words in the top
+    ``k`` lanes, moved to the low ones here). A record of word ``j`` is overwritten only by
     word ``j + depth``; the bench reads at every half ring, so nothing is lost."""
 
     def __init__(self, mem, partial, bits: int, lanes: int, depth: int):
-        self.mem, self.partial, self.bits, self.lanes = mem, partial, bits, lanes
+        self.mem, self.partial, self.bits, self.lanes = mem, partial[0], bits, lanes
         self.rows = depth // lanes
         self.full: list[int] = []
         self.tail: tuple[int, int] = (0, 0)      # (words, value) of the partial row
