@@ -20,7 +20,8 @@ a register counts the words issued and not yet taken. So ``i.ready`` depends on
 registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
 either side: ``SF - 1 + 2 + register_operands + register_products + register_adder_tree +
-tree_stages + (1 if thresholds are fused) + (2 with ECP5 DSP blocks, see
+tree_stages + (1 if thresholds are fused, 2 if their compares are registered:
+``qloom.hw.threshold.compare_register``) + (2 with ECP5 DSP blocks, see
 qloom.hw.dsp)``; a registered adder tree has a register after every ``TREE_LEVELS``
 adder levels (``tree_stages`` of them inside it). The operand register takes the
 input buffer's read and the stream/buffer select off the path into the multipliers (on
@@ -49,11 +50,12 @@ from amaranth.lib.wiring import In, Out
 from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, fits_dsp as _fits_dsp
 from .estimate import Features
-from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sums,
-                           product_parts, select_datapath, select_product, tree_sum, value_of)
+from .mvu_datapath import (TREE_LEVELS, Datapath, is_select_type, multiply, nibble_counts,
+                           partial_sums, product_parts, select_datapath, select_product,
+                           tree_stages, tree_sum, value_of)
 from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blocks,
                     spram_image)
-from .threshold import ThresholdSpec, ThresholdTable
+from .threshold import ThresholdSpec, ThresholdTable, compare_register
 from .types import shape_of
 from .weight_mem import RamStyle, pack_words, rom
 
@@ -72,13 +74,6 @@ def _optional_bool(name: str, value) -> bool | None:
     return value
 
 
-# Adder levels between registers in a registered adder tree. Measured: an MVU's tree of
-# three levels after the product register (eight partial sums of 8 x 8 LUT products) was the
-# critical path, 22.1 ns on the UP5K (50 MHz needs 20) and 7.3 ns on the ECP5-85F (150 MHz
-# needs 6.7); two levels leave both with margin.
-TREE_LEVELS = 2
-
-
 def operand_register(multipliers: bool, family) -> bool:
     """Whether a pipelined MVU registers its operands (``register_operands``): always
     before multipliers; on the ECP5 for every datapath, because a block RAM's read data
@@ -87,15 +82,6 @@ def operand_register(multipliers: bool, family) -> bool:
     register, 7.5 ns)."""
     from .estimate import Family
     return multipliers or family is Family.ECP5
-
-
-def tree_stages(terms: int) -> int:
-    """Registers inside a registered adder tree over ``terms`` terms: one after every
-    ``TREE_LEVELS`` levels but the last ones (the tree's output register is extra)."""
-    stages, group = 0, 1 << TREE_LEVELS
-    while terms > group:
-        terms, stages = -(-terms // group), stages + 1
-    return stages
 
 
 def tree_terms(*, pe: int, simd: int, datapath: Datapath, dsps: int, parts: int) -> int:
@@ -255,7 +241,8 @@ class MVU(wiring.Component):
                        dsp_blocks=self._dsp_primitive is not None,
                        register_adder_tree=self._register_adder_tree,
                        tree_stages=self.tree_stages,
-                       thresholds=self._threshold is not None)
+                       thresholds=0 if self._threshold is None
+                       else 1 + compare_register(self._threshold.num_thresholds))
 
     @property
     def tree_stages(self) -> int:
@@ -490,15 +477,23 @@ class MVU(wiring.Component):
         rows = layout(port.data)
         m.d.sync += [held_valid.eq(done)]
         m.d.sync += [reg.eq(total) for reg, total in zip(held, sums)]
-        for p, value in enumerate(held):
-            meta = rows[p].meta if table.meta_layout is not None else None
-            m.d.comb += result[p].eq(table.code(table.count(value, rows[p].t), meta))
+        metas = [rows[p].meta if table.meta_layout is not None else None
+                 for p in range(self._pe)]
+        counts, metas = table.counted(m, held, [rows[p].t for p in range(self._pe)], metas,
+                                      "thresholds")
+        if table.compare_register:
+            crossed_valid = Signal()
+            m.d.sync += crossed_valid.eq(held_valid)
+            held_valid = crossed_valid
+        for p, (count, meta) in enumerate(zip(counts, metas)):
+            m.d.comb += result[p].eq(table.code(count, meta))
         return held_valid
 
 
 def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_blocks: bool,
-            register_adder_tree: bool, tree_stages: int, thresholds: bool) -> int:
-    """The MVU's latency (see the module documentation) from its register stages."""
+            register_adder_tree: bool, tree_stages: int, thresholds: int) -> int:
+    """The MVU's latency (see the module documentation) from its register stages
+    (``thresholds``: the fused thresholds' stages, 0 without)."""
     return (sf + 1 + register_operands + register_products + 2 * dsp_blocks
             + register_adder_tree + tree_stages + thresholds)
 
@@ -623,6 +618,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
                                       + adder_tree_luts(thresholds, 1)))
         f.add("ff", "compare", pe * out_bits * 2)
+        if compare_register(thresholds):
+            f.add("ff", "crossed", pe * thresholds)
         lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
         f.add_memory("thresholds", memory_cost(mh // pe, pe * lane, family, thresholds_block),
                      bits=mh * lane)
@@ -630,7 +627,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     depth = output_depth(latency(sf, register_operands=pipeline and operand_register(mac, family),
                                  register_products=pipeline, dsp_blocks=dsp_blocks and dsps > 0,
                                  register_adder_tree=pipeline, tree_stages=stages,
-                                 thresholds=thresholds > 0), sf)
+                                 thresholds=thresholds and 1 + compare_register(thresholds)),
+                         sf)
     f.add_memory("output", ram_cost(depth, pe * (out_bits if thresholds else acc_bits), family,
                                     block=False))
     f.add("ff", "credit", 2 * depth.bit_length())
