@@ -90,20 +90,32 @@ class UnknownBits(Exception):
         self.index, self.value = index, value
 
 
-def _row_value(handle, first: int, words: int, skip: int, bits: int) -> int:
-    """The ``words`` words of the row in ``handle`` above its ``skip`` lowest lanes, the
-    first of them word ``first`` of the record. Raises UnknownBits for a word with X or
-    Z bits (the lanes skipped may hold anything: a row register's unwritten lanes start
-    undefined in Icarus)."""
-    value = handle.value
+def _bits_reader(handle):
+    """A function returning ``handle``'s value as a string of bits, most significant
+    first ('0', '1', 'X', 'Z', ...).
+
+    cocotb's public ``handle.value`` builds a LogicArray for every read, which made the
+    records' reads the larger part of the bench's Python time (tens of thousands of rows
+    a run); the simulator object behind the handle (``_handle``, cocotb 2.1 as pinned)
+    hands out the same string that LogicArray is built from. Without it, the public
+    way."""
+    read = getattr(getattr(handle, "_handle", None), "get_signal_val_binstr", None)
+    return read if callable(read) else (lambda: str(handle.value))
+
+
+def _row_value(read, first: int, words: int, skip: int, bits: int) -> int:
+    """The ``words`` words above the ``skip`` lowest lanes of the row that ``read`` (see
+    ``_bits_reader``) returns, the first of them word ``first`` of the record. Raises
+    UnknownBits for a word with X or Z bits (the lanes skipped may hold anything: a row
+    register's unwritten lanes start undefined in Icarus)."""
+    text = read()               # most significant bit first
     if not skip:
         try:
-            # Not value.is_resolvable: that walks the bits in Python (about 1 ms for a
-            # 1024-bit row, most of a run's time); the conversion checks them in C.
-            return int(value.to_unsigned())
+            # Not a check bit by bit in Python (about 1 ms for a 1024-bit row, most of a
+            # run's time): the conversion checks them in C.
+            return int(text, 2)
         except ValueError:
             pass
-    text = str(value)           # most significant bit first
     for k in range(words):
         lane = text[len(text) - (skip + k + 1) * bits:len(text) - (skip + k) * bits]
         if any(c not in "01" for c in lane):
@@ -119,8 +131,9 @@ class _Record:
     word ``j + depth``; the bench reads at every half ring, so nothing is lost."""
 
     def __init__(self, mem, partial, bits: int, lanes: int, depth: int):
-        self.mem, self.partial, self.bits, self.lanes = mem, partial[0], bits, lanes
         self.rows = depth // lanes
+        self.mem = [_bits_reader(mem[k]) for k in range(self.rows)]
+        self.partial, self.bits, self.lanes = _bits_reader(partial[0]), bits, lanes
         self.full: list[int] = []
         self.tail: tuple[int, int] = (0, 0)      # (words, value) of the partial row
 
@@ -157,6 +170,7 @@ class _Rings:
         self.depth, self.lanes = depth, lanes
         self.row_bytes = (in_bits * lanes + 7) // 8
         self.loaded = 0                      # input words written to the ring so far
+        self.in_mem = [dut.in_mem[k] for k in range(depth // lanes)]
         self.records = {
             "in_cycle": _Record(dut.in_cycle_mem, dut.in_cycle_row, STAMP_BITS, lanes, depth),
             "out": _Record(dut.out_mem, dut.out_row, out_bits, lanes, depth),
@@ -171,7 +185,7 @@ class _Rings:
         read-only phase."""
         lanes, size = self.lanes, self.row_bytes
         end = min(self.n_in, in_count - in_count % lanes + self.depth)
-        mem, rows = self.dut.in_mem, self.depth // lanes
+        mem, rows = self.in_mem, len(self.in_mem)
         for row in range(self.loaded // lanes, -(-end // lanes)):
             mem[row % rows].value = int.from_bytes(self.in_rows[row * size:(row + 1) * size],
                                                    "little")
