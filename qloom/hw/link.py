@@ -186,13 +186,20 @@ class Link(wiring.Component):
         out_nword = Signal(range(fout.words))
         status = Signal(8)
         tx_len = Signal(16)
-        send = self.o.valid & self.o.ready
+        # The reply bytes leave through a register: the transmitter FSM sees only whether
+        # it is free, never the UART's ready (UART -> ready -> CRC and word logic was the
+        # iCE40 critical path). A byte takes 10 bit times anyway.
+        out_full, out_byte_reg = Signal(), Signal(8)
+        m.d.comb += [self.o.valid.eq(out_full), self.o.payload.eq(out_byte_reg)]
+        with m.If(self.o.ready):
+            m.d.sync += out_full.eq(0)
+        send = ~out_full
 
         def emit(value, next_state, *, crc=True):
-            m.d.comb += [self.o.payload.eq(value), self.o.valid.eq(1)]
-            with m.If(self.o.ready):
+            with m.If(send):
+                m.d.sync += [out_byte_reg.eq(value), out_full.eq(1)]
                 if crc:
-                    m.d.sync += tx_crc.eq(crc16_step(tx_crc, self.o.payload))
+                    m.d.sync += tx_crc.eq(crc16_step(tx_crc, value))
                 if next_state is not None:
                     m.next = next_state
 
