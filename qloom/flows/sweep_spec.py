@@ -4,7 +4,8 @@ clocks to cross, and how each point is simulated and built.
 Every point has two names. Its **id** comes from its coordinates (model, board, folding,
 clock), so that it keeps its folder ``RESULTS/points/<id>`` across runs. Its **key**
 hashes everything its results depend on (the model file's bytes, a fold file's bytes,
-the options, qloom's version): a point whose key is unchanged is not run again.
+the options, qloom's version and a digest of its code): a point whose key is unchanged
+is not run again.
 
 Example::
 
@@ -22,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -84,7 +86,8 @@ class Point:
 
     def inputs(self) -> dict:
         """What the key hashes (kept in the point's record, to show why a point ran)."""
-        return {"qloom_version": __version__, "model_sha256": self.model.sha256,
+        return {"qloom_version": __version__, "qloom_code": code_digest(),
+                "model_sha256": self.model.sha256,
                 "load_options": self.model.load_options, "board": self.board,
                 "clock_mhz": self.clock_mhz, "folding": self.folding.key(),
                 "frames": self.frames, "simulator": self.simulator, "seed": self.seed,
@@ -115,6 +118,20 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """A digest of qloom's own files (its Python modules and package data): part of every
+    point's key, so that a re-run notices a changed compiler even when the version number
+    did not change."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".cpp", ".json", ".v", ".mk"):
+            h.update(path.relative_to(root).as_posix().encode() + b"\0")
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _key(inputs: dict) -> str:

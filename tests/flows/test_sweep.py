@@ -163,7 +163,19 @@ path = "m.onnx"
     assert read_spec(spec, build=False).points[0].key != refolded[0].key
 
     monkeypatch.setattr(sweep_spec, "__version__", "99.0")
-    assert read_spec(spec).points[0].key != refolded[0].key
+    versioned = read_spec(spec).points[0].key
+    assert versioned != refolded[0].key
+    # Changed compiler code with the same version number: keys change too.
+    monkeypatch.setattr(sweep_spec, "code_digest", lambda: "0123456789abcdef")
+    assert read_spec(spec).points[0].key != versioned
+
+
+def test_code_digest_covers_the_package():
+    """The digest of qloom's files is stable across calls and when recomputed."""
+    digest = sweep_spec.code_digest()
+    assert len(digest) == 16 and digest == sweep_spec.code_digest()
+    sweep_spec.code_digest.cache_clear()
+    assert sweep_spec.code_digest() == digest
 
 
 # -- RESULTS and the skip logic -------------------------------------------------------
