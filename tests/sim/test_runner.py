@@ -185,6 +185,21 @@ def test_verilator_back_to_back_and_backpressure(toy_out):
     _run_backpressure(toy_out, Simulator.VERILATOR)
 
 
+@needs_verilator
+@pytest.mark.slow
+def test_verilator_waves_have_every_edge(toy_out):
+    """The harness's main loop (harness_main.cpp) dumps the edges it runs without cocotb
+    too: the trace holds a rising and a falling clock edge for every simulated cycle."""
+    run = run_rtl(toy_out(), _payloads(_frames(6)), simulator=Simulator.VERILATOR,
+                  waves=True, progress=False)
+    assert run.waves_file is not None and run.waves_file.name == "dump.vcd"
+    lines = [line.strip() for line in run.waves_file.read_text().splitlines()]
+    clock = next(line.split()[3] for line in lines
+                 if line.startswith("$var") and line.split()[4] == "clock")
+    edges = [line for line in lines if line in (f"0{clock}", f"1{clock}")]
+    assert len(edges) >= 2 * run.cycles, (len(edges), run.cycles)
+
+
 def test_missing_icarus_says_what_to_install(toy_out, monkeypatch):
     out = toy_out()
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
