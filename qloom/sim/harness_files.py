@@ -44,14 +44,15 @@ _VERILATOR_CONFIG = "`verilator_config\n" + "".join(
     for name in names)
 
 
-# Instruction-set extensions the Verilated model is compiled for when this CPU has them
-# (/proc/cpuinfo's name -> the GCC/Clang flag): BMI's shifts and masks and AVX2's wide
-# moves take a tenth off its instructions per cycle (TFC-w1a1: 4,392 -> 3,952, callgrind)
-# and 10-15% off its run time. The flags go into the build's key, so a build folder
-# moved to a CPU without them is rebuilt rather than stopped by an illegal instruction.
+# Integer instruction-set extensions the Verilated model is compiled for when this CPU
+# has them (/proc/cpuinfo's name -> the GCC/Clang flag): BMI's shifts and masks and AVX2's
+# wide moves take a tenth off its instructions per cycle (TFC-w1a1: 4,392 -> 3,952,
+# callgrind) and 10-15% off its run time. No FMA: it would let the compiler fuse the
+# runtime's floating-point time arithmetic differently. The flags go into the build's
+# key, so a build folder moved to a CPU without them is rebuilt rather than stopped by an
+# illegal instruction.
 _X86_EXTENSIONS = {"popcnt": "-mpopcnt", "sse4_2": "-msse4.2", "avx2": "-mavx2",
-                   "bmi1": "-mbmi", "bmi2": "-mbmi2", "fma": "-mfma", "abm": "-mlzcnt",
-                   "movbe": "-mmovbe", "f16c": "-mf16c"}
+                   "bmi1": "-mbmi", "bmi2": "-mbmi2", "abm": "-mlzcnt", "movbe": "-mmovbe"}
 
 
 def _cpu_flags() -> list[str]:
