@@ -364,10 +364,10 @@ def harness_verilog(harness: StreamHarness, name: str = "qloom_harness") -> str:
 
 
 def clock_verilog(period_ps: int) -> str:
-    """The harness's clock generator, the one piece of hand-written Verilog here: Amaranth
-    has no delays, and a clock toggled from cocotb costs a VPI round trip per edge (about
-    100,000 cycles/s under Verilator, against well over a million for a clock inside the
-    model; Verilator needs ``--timing`` for it). Delays are in ns (timescale 1ns/1ps)."""
+    """The harness's clock generator for Icarus, the one piece of hand-written Verilog
+    here: Amaranth has no delays, and a clock toggled from cocotb costs a VPI round trip
+    per edge. (Verilator takes the clock on an input from its own main loop instead, see
+    ``harness_main.cpp``.) Delays are in ns (timescale 1ns/1ps)."""
     half_ns = period_ps / 2000
     return (f"module {CLOCK_MODULE}(output reg clk);\n"
             f"  initial clk = 1'b0;\n"

@@ -110,7 +110,7 @@ def _tool_env(simulator: Simulator) -> dict[str, str]:
     several C++ files (g++: ``Vtop__pch.h.fast: linker input file not found``); GCC's
     ``-include`` goes in through MAKEFLAGS, where make treats it as a command-line
     variable. The same file leaves the C++20 and coroutine flags empty, which
-    ``--timing`` (the stream harness's clock) needs."""
+    ``--timing`` needs (designs with delays; the stream harness no longer uses it)."""
     venv_bin = str(Path(sys.executable).parent)
     if simulator is Simulator.ICARUS:
         for tool in ("iverilog", "vvp"):
