@@ -10,6 +10,7 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
 
 from .. import __version__
@@ -172,5 +173,19 @@ def main(argv=None) -> int:
         return 0
 
 
+def entry() -> None:
+    """The ``qloom`` program: ``main()``, then exit with its status. Once ``main`` has
+    returned its work is done (OUT written whole or not at all), so a Ctrl-C from then on
+    is ignored: one arriving while the interpreter shuts down would otherwise kill it by
+    SIGINT (status -2) after a finished command."""
+    try:
+        code = main()
+    except KeyboardInterrupt:      # in the instant after main's own handler
+        print("qloom: interrupted", file=sys.stderr)
+        code = 130
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -36,3 +36,19 @@ def test_ctrl_c_during_compile(tmp_path, delay):
     assert text.strip().splitlines()[-1].endswith("interrupted"), text
     assert not out.exists() or (out / "manifest.json").is_file()
     assert [p.name for p in tmp_path.iterdir() if p.name != "out"] == []   # no leftovers
+
+
+def test_ctrl_c_after_the_command_finished_is_ignored():
+    """Once a command has finished, the program ignores SIGINT until it exits: a Ctrl-C
+    landing in the interpreter's shutdown killed a finished compile by SIGINT (status -2
+    instead of 0, test_ctrl_c_during_compile[2.5] under load)."""
+    code = ("import atexit, signal, sys\n"
+            "from qloom.flows.cli import entry\n"
+            "atexit.register(lambda: print('SIGINT', signal.getsignal(signal.SIGINT)))\n"
+            "sys.argv = ['qloom', 'boards']\n"
+            "entry()\n")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=ROOT, timeout=120)
+    assert child.returncode == 0, (child.returncode, child.stderr)
+    assert "icebreaker" in child.stdout
+    assert child.stdout.strip().splitlines()[-1] == f"SIGINT {signal.SIG_IGN}", child.stdout
