@@ -152,6 +152,27 @@ def _quiet_unused_hardware():
     warnings.simplefilter("ignore", UnusedElaboratable)
 
 
+class _LostInterrupts:
+    """Catches a Ctrl-C that lands in a destructor (``__del__``, e.g. Amaranth's check
+    for unused hardware while objects are collected): Python cannot raise it there, prints
+    a traceback and goes on. While active, such an interrupt is recorded instead of
+    printed, so that the command can still end as interrupted."""
+
+    def __enter__(self):
+        self.lost, self._hook = False, sys.unraisablehook
+        sys.unraisablehook = self._record
+        return self
+
+    def _record(self, unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self.lost = True
+        else:
+            self._hook(unraisable)
+
+    def __exit__(self, *exc):
+        sys.unraisablehook = self._hook
+
+
 def main(argv=None) -> int:
     command = "qloom"
     try:
@@ -159,7 +180,11 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
         command = f"qloom {args.command}"
         _one_line_warnings()
-        return args.func(args) or 0
+        with _LostInterrupts() as interrupts:
+            code = args.func(args) or 0
+        if interrupts.lost:           # the command finished; its outputs are complete
+            raise KeyboardInterrupt
+        return code
     except QloomError as e:
         _quiet_unused_hardware()
         print(f"{command}: error: {e}", file=sys.stderr)

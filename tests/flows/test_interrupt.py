@@ -52,3 +52,30 @@ def test_ctrl_c_after_the_command_finished_is_ignored():
     assert child.returncode == 0, (child.returncode, child.stderr)
     assert "icebreaker" in child.stdout
     assert child.stdout.strip().splitlines()[-1] == f"SIGINT {signal.SIG_IGN}", child.stdout
+
+
+def test_ctrl_c_swallowed_by_a_destructor_still_ends_interrupted(monkeypatch, capsys):
+    """A Ctrl-C landing in a ``__del__`` (Python prints it and goes on) is recorded, not
+    printed as a traceback, and the command ends as interrupted (status 130)."""
+    import argparse
+    import gc
+    from qloom.flows import cli
+
+    class Dropped:
+        def __del__(self):
+            raise KeyboardInterrupt
+
+    def command(args):
+        Dropped()
+        gc.collect()
+        return 0
+
+    def parser():
+        p = argparse.ArgumentParser()
+        p.set_defaults(command="compile", func=command)
+        return p
+
+    monkeypatch.setattr(cli, "build_parser", parser)
+    assert cli.main([]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().endswith("interrupted"), err
