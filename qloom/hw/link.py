@@ -189,7 +189,13 @@ class Link(wiring.Component):
                     with m.If(last):
                         m.next = "HUNT"
 
-        # Transmitter: error replies between output frames, output frames as they come.
+        self._transmitter(m, result, err_code, sent_error)
+        return m
+
+    def _transmitter(self, m, result, err_code, sent_error):
+        """The reply side: error replies (``err_code``, acknowledged by ``sent_error``)
+        between output frames, output frames from ``result`` as they come."""
+        fout = self.output_format
         tx_crc = Signal(16)
         out_word = Signal(8 * fout.bytes_per_word)
         out_byte = Signal(range(fout.bytes_per_word))
@@ -253,4 +259,3 @@ class Link(wiring.Component):
                 emit(tx_crc[:8], "CRC1", crc=False)
             with m.State("CRC1"):
                 emit(tx_crc[8:], "IDLE", crc=False)
-        return m

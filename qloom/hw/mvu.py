@@ -290,39 +290,7 @@ class MVU(wiring.Component):
         # SPRAM weights: nothing is issued before they are loaded.
         loaded = self.load.done if spram else 1
 
-        # Credit: ``reserved`` counts the outputs issued and not yet taken from the
-        # queue; a step that completes an output needs ``room`` (a register, so the
-        # issue logic and ``i.ready`` depend on registers only).
-        depth = self.output_depth
-        m.submodules.queue = queue = SyncFIFO(width=Shape.cast(self.o.payload.shape()).width,
-                                              depth=depth)
-        reserved, room = Signal(range(depth + 1)), Signal(init=1)
-        m.d.comb += [self.o.payload.eq(queue.r_data), self.o.valid.eq(queue.r_rdy),
-                     queue.r_en.eq(self.o.ready)]
-
-        # Issue: one (neuron fold, synapse fold) step per cycle when its input is there.
-        # The flags "last synapse fold" and "first neuron fold" (the input comes from the
-        # stream) are registers, not compares of the counters: they feed the issue logic,
-        # and on iCE40 the compares made it the critical path.
-        s_fold, n_fold = Signal(range(sf)), Signal(range(nf))
-        s_last, from_stream = Signal(init=sf == 1), Signal(init=1)
-        w_addr = Signal(range(nf * sf))
-        issue, may_issue = Signal(), Signal()
-        m.d.comb += [may_issue.eq(loaded & (room | ~s_last)),
-                     issue.eq(may_issue & (self.i.valid | ~from_stream)),
-                     self.i.ready.eq(may_issue & from_stream)]
-        reserve, release = issue & s_last, queue.r_rdy & self.o.ready
-        with m.If(reserve & ~release):
-            m.d.sync += [reserved.eq(reserved + 1), room.eq(reserved < depth - 1)]
-        with m.Elif(release & ~reserve):
-            m.d.sync += [reserved.eq(reserved - 1), room.eq(1)]
-        with m.If(issue):
-            s_next = Mux(s_last, 0, s_fold + 1)
-            m.d.sync += [s_fold.eq(s_next), s_last.eq(s_next == sf - 1),
-                         w_addr.eq(Mux(w_addr == nf * sf - 1, 0, w_addr + 1))]
-            with m.If(s_last):
-                n_next = Mux(n_fold == nf - 1, 0, n_fold + 1)
-                m.d.sync += [n_fold.eq(n_next), from_stream.eq(n_next == 0)]
+        queue, issue, s_fold, s_last, from_stream, w_addr = self._elaborate_issue(m, loaded)
         weights, w_layout = self._weight_memory()
         m.submodules.weights = weights
         if spram:
@@ -436,6 +404,46 @@ class MVU(wiring.Component):
             m.d.comb += queue.w_en.eq(self._elaborate_thresholds(m, done, sums, result))
         m.d.comb += queue.w_data.eq(result)
         return m
+
+    def _elaborate_issue(self, m, loaded):
+        """The output queue, its credit and the fold counters: which (neuron fold,
+        synapse fold) step is issued in each cycle. Returns the queue and the issue
+        step's signals ``(queue, issue, s_fold, s_last, from_stream, w_addr)``."""
+        nf, sf = self.neuron_folds, self.synapse_folds
+        # Credit: ``reserved`` counts the outputs issued and not yet taken from the
+        # queue; a step that completes an output needs ``room`` (a register, so the
+        # issue logic and ``i.ready`` depend on registers only).
+        depth = self.output_depth
+        m.submodules.queue = queue = SyncFIFO(width=Shape.cast(self.o.payload.shape()).width,
+                                              depth=depth)
+        reserved, room = Signal(range(depth + 1)), Signal(init=1)
+        m.d.comb += [self.o.payload.eq(queue.r_data), self.o.valid.eq(queue.r_rdy),
+                     queue.r_en.eq(self.o.ready)]
+
+        # Issue: one (neuron fold, synapse fold) step per cycle when its input is there.
+        # The flags "last synapse fold" and "first neuron fold" (the input comes from the
+        # stream) are registers, not compares of the counters: they feed the issue logic,
+        # and on iCE40 the compares made it the critical path.
+        s_fold, n_fold = Signal(range(sf)), Signal(range(nf))
+        s_last, from_stream = Signal(init=sf == 1), Signal(init=1)
+        w_addr = Signal(range(nf * sf))
+        issue, may_issue = Signal(), Signal()
+        m.d.comb += [may_issue.eq(loaded & (room | ~s_last)),
+                     issue.eq(may_issue & (self.i.valid | ~from_stream)),
+                     self.i.ready.eq(may_issue & from_stream)]
+        reserve, release = issue & s_last, queue.r_rdy & self.o.ready
+        with m.If(reserve & ~release):
+            m.d.sync += [reserved.eq(reserved + 1), room.eq(reserved < depth - 1)]
+        with m.Elif(release & ~reserve):
+            m.d.sync += [reserved.eq(reserved - 1), room.eq(1)]
+        with m.If(issue):
+            s_next = Mux(s_last, 0, s_fold + 1)
+            m.d.sync += [s_fold.eq(s_next), s_last.eq(s_next == sf - 1),
+                         w_addr.eq(Mux(w_addr == nf * sf - 1, 0, w_addr + 1))]
+            with m.If(s_last):
+                n_next = Mux(n_fold == nf - 1, 0, n_fold + 1)
+                m.d.sync += [n_fold.eq(n_next), from_stream.eq(n_next == 0)]
+        return queue, issue, s_fold, s_last, from_stream, w_addr
 
     def _product(self, w_code, x_code, lane):
         """The value ``w * x`` of one lane (XNOR-popcount lanes are built per PE)."""
