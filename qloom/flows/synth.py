@@ -26,6 +26,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import ToolError
+from .ecp5_outreg import absorb_output_registers
 
 __all__ = ["FAMILIES", "SynthReport", "Harness", "synthesize", "run_tool", "run_yosys",
            "board_synth_opts", "router_for", "run_nextpnr", "read_stat", "read_nextpnr_report",
@@ -251,7 +252,16 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
                 quiet: bool = False, router: str | None = None) -> float:
     """Place and route ``netlist`` (Yosys JSON); ``output`` is the .asc (iCE40) or
     .config (ECP5) for the bitstream packer; ``router`` picks nextpnr's router (None: its
-    default)."""
+    default). On the ECP5, block RAM reads registered in the fabric take the block's own
+    output register first (:mod:`qloom.flows.ecp5_outreg`; nextpnr reads
+    ``<netlist>.outreg.json``)."""
+    if family == "ecp5":
+        moved = Path(netlist).with_suffix(".outreg.json")
+        ports = absorb_output_registers(netlist, moved)
+        if not quiet:
+            print(f"[qloom] ECP5 block RAM output registers: {ports} read port(s) use the "
+                  f"block's own (DP16KD OUTREG)", flush=True)
+        netlist = moved
     argv = [f"yowasp-nextpnr-{family}", *nextpnr_device_args(family, device, package, speed),
             "--json", _rel(netlist, cwd), "--report", _rel(report, cwd), "--log", _rel(log, cwd),
             "--timing-allow-fail"]

@@ -23,8 +23,9 @@ either side: ``SF - 1 + 2 + register_operands + register_products + register_add
 tree_stages + (1 if thresholds are fused, 2 if their compares are registered:
 ``qloom.hw.threshold.compare_register``) + (2 with ECP5 DSP blocks, see
 qloom.hw.dsp)``; a registered adder tree has a register after every ``TREE_LEVELS``
-adder levels (``tree_stages`` of them inside it). The operand register takes the
-input buffer's read and the stream/buffer select off the path into the multipliers (on
+adder levels (``tree_stages`` of them inside it). The operand register holds the
+weight and input buffer reads as they leave their memories (the stream/buffer select
+follows it) and takes them off the path into the multipliers (on
 the ECP5-85F that path was 22.9 ns into the jet tagger's DSP blocks; with the register,
 19 ns of register -> DSP -> register remained, most of it routing to DSPs placed far
 away, which the blocks' own registers remove: ``dsp_primitive="ecp5"``, see qloom.hw.dsp).
@@ -302,11 +303,13 @@ class MVU(wiring.Component):
 
         # Operands: the weight word and the input word (from the stream or the buffer).
         tag = {"valid": Signal(), "first": Signal(), "last": Signal()}
-        x_reg, x_from_stream = Signal.like(self.i.payload), Signal()
+        x_reg = Signal.like(self.i.payload, reset_less=True)
+        x_from_stream = Signal()
         m.d.sync += [tag["valid"].eq(issue), tag["first"].eq(s_fold == 0),
                      tag["last"].eq(s_last), x_reg.eq(self.i.payload),
                      x_from_stream.eq(from_stream)]
         in_layout = self.i.payload.shape()
+        x_buffered = None
         if nf > 1:
             m.submodules.buffer = buffer = Memory(shape=in_layout, depth=sf, init=[],
                                                       attrs=self._buffer_ram_style.attrs)
@@ -314,18 +317,29 @@ class MVU(wiring.Component):
             m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
                          b_write.en.eq(issue & from_stream),
                          b_read.addr.eq(s_fold), b_read.en.eq(1)]
+            x_buffered = b_read.data
+        w = w_layout(w_port.data)
+        x = x_reg
+        if self._register_operands:
+            # The memories' read data go straight into the operand registers, the input
+            # buffer's beside the stream's and the choice after them: nothing but a
+            # register follows a block RAM read, which the ECP5 block can then hold itself
+            # (qloom.flows.ecp5_outreg; the mux behind the buffer's block RAM cost
+            # TFC-w2a2 1.5 ns of 9.1 at 150 MHz).
+            rows = [[w], [x]] + ([[x_buffered]] if x_buffered is not None else [])
+            regs, tag = self._stage(m, "operand", rows, tag, extra={"from_stream":
+                                                                     x_from_stream})
+            w, x = w_layout(regs[0][0]), in_layout(regs[1][0])
+            x_from_stream = tag.pop("from_stream")
+            if x_buffered is not None:
+                x_buffered = in_layout(regs[2][0])
+        if x_buffered is not None:
             # One signal, not a Mux expression: a view over an expression writes the
             # expression again for every lane that reads it (SIMD x PE copies).
             x_sel = Signal(in_layout, name="x_sel")
-            m.d.comb += Value.cast(x_sel).eq(Mux(x_from_stream, Value.cast(x_reg),
-                                                 Value.cast(b_read.data)))
+            m.d.comb += Value.cast(x_sel).eq(Mux(x_from_stream, Value.cast(x),
+                                                 Value.cast(x_buffered)))
             x = x_sel
-        else:
-            x = x_reg
-        w = w_layout(w_port.data)
-        if self._register_operands:
-            (w, x), tag = self._stage(m, "operand", [[w], [x]], tag)
-            w, x = w_layout(w[0]), in_layout(x[0])
         # DSP blocks with their own registers take the registered operands and give the
         # product two cycles later, after the product stage and one more register stage
         # (fed straight from the input buffer's LUT RAM, the blocks' input registers were
@@ -455,13 +469,18 @@ class MVU(wiring.Component):
         return multiply(w_code, x_code, dsp=lane < self._dsp_count)
 
     @staticmethod
-    def _stage(m, name, rows, tag):
-        """Register every value of ``rows`` (a list of lists) and the pipeline tag."""
+    def _stage(m, name, rows, tag, extra=None):
+        """Register every value of ``rows`` (a list of lists) and the pipeline tag (with
+        ``extra`` control bits travelling beside it for this stage). Data registers have no
+        reset (the tag's ``valid`` says when they count), so a register behind a block RAM
+        read can move into the block (qloom.flows.ecp5_outreg) and the reset net reaches
+        only the control bits."""
         registered = []
         for p, row in enumerate(rows):
-            regs = [Signal(Value.cast(v).shape(), name=f"{name}{p}_{s}")
+            regs = [Signal(Value.cast(v).shape(), name=f"{name}{p}_{s}", reset_less=True)
                     for s, v in enumerate(row)]
             registered.append(regs)
+        tag = {**tag, **(extra or {})}
         new_tag = {key: Signal(name=f"{name}_{key}") for key in tag}
         for row, regs in zip(rows, registered):
             m.d.sync += [reg.eq(v) for reg, v in zip(regs, row)]
@@ -601,7 +620,9 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
             if simd > 1:
                 f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))
     if pipeline and operand_register(mac, family):
-        f.add("ff", "operands", pe * simd * wb + simd * ib)
+        # The weights and the stream's input word; with later neuron folds also the
+        # buffer's (chosen after the register).
+        f.add("ff", "operands", pe * simd * wb + simd * ib * (2 if mh // pe > 1 else 1))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1))
     # The registers inside the adder tree: a partial sum per group of terms per stage.

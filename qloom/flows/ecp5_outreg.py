@@ -1,0 +1,131 @@
+"""Move the register after an ECP5 block RAM read into the block (DP16KD ``OUTREG``).
+
+An ECP5 block RAM in its default mode (``NOREG``) gives its read data 5.83 ns after the clock
+on a -6 device: a block RAM read into a flip-flop alone was the critical path of TFC-w1a1 at
+150 MHz (6.9 ns against 6.67). The block has an output register of its own (``REGMODE =
+"OUTREG"``) after which the data leave well under a nanosecond after the clock (a ROM feeding
+a register measured 152.6 MHz with the fabric register, 385.4 MHz with the block's).
+
+Yosys' ECP5 memory mapping (``brams_16kd.txt``) never uses that register, and instantiating
+DP16KD blocks in the templates would put vendor primitives into the RTL that the cocotb tests
+simulate. The templates instead register every block RAM read they need fast (the RTL and
+its simulation keep the cycle), and this pass, run on Yosys' JSON netlist before nextpnr,
+moves such a register into the block when that is exactly equivalent:
+
+- every used data output of the read port drives one flip-flop and nothing else,
+- each flip-flop is clocked by the port's clock (not inverted), has no set/reset (``LSR``
+  tied low, reset value 0, as the block's output register starts) and either no enable or
+  the same enable for the whole port (which becomes the block's output clock enable).
+
+Ports that do not qualify (a mux or logic between block and register, a cascade of blocks in
+depth) keep ``NOREG`` and their timing; the pass never changes what the design computes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+__all__ = ["absorb_output_registers", "absorb_in_netlist"]
+
+# Read ports of the two block RAM cells Yosys' ECP5 mapping emits:
+# (cell type, data output prefix, clock, output clock enable, register mode parameter).
+_READ_PORTS = {
+    "DP16KD": [("DOA", "CLKA", "OCEA", "REGMODE_A"), ("DOB", "CLKB", "OCEB", "REGMODE_B")],
+    "PDPW16KD": [("DO", "CLKR", "OCER", "REGMODE")],
+}
+
+
+def _sinks(module: dict) -> dict:
+    """Every reader of every net bit: ``(cell name, port)``, or ``(None, port)`` for a
+    module output."""
+    sinks = defaultdict(list)
+    for name, cell in module.get("cells", {}).items():
+        directions = cell.get("port_directions", {})
+        for port, bits in cell["connections"].items():
+            if directions.get(port) != "output":
+                for bit in bits:
+                    if isinstance(bit, int):
+                        sinks[bit].append((name, port))
+    for port, info in module.get("ports", {}).items():
+        if info["direction"] != "input":
+            for bit in info["bits"]:
+                if isinstance(bit, int):
+                    sinks[bit].append((None, port))
+    return sinks
+
+
+def _enable(ff: dict):
+    """A TRELLIS_FF's clock enable: ``"1"`` when it has none, its net bit, or None when it
+    is one this pass does not move (inverted)."""
+    mux = ff["parameters"].get("CEMUX", "1").strip()
+    if mux == "1":
+        return "1"
+    if mux == "CE":
+        return ff["connections"].get("CE", ["1"])[0]
+    return None
+
+
+def _plain_register(ff: dict, clock) -> bool:
+    """Whether a flip-flop is one the block's output register can replace: same clock, not
+    inverted, no set or reset, reset value 0."""
+    p, c = ff["parameters"], ff["connections"]
+    return (ff["type"] == "TRELLIS_FF" and c.get("CLK") == clock
+            and p.get("CLKMUX", "CLK").strip() == "CLK"
+            and p.get("LSRMUX", "LSR").strip() == "LSR" and c.get("LSR", ["0"]) == ["0"]
+            and p.get("REGSET", "RESET").strip() == "RESET")
+
+
+def absorb_in_netlist(netlist: dict) -> int:
+    """Apply the pass to a Yosys JSON netlist in place; returns the read ports changed."""
+    changed = 0
+    for module in netlist.get("modules", {}).values():
+        cells = module.get("cells", {})
+        sinks = _sinks(module)
+        for cell in list(cells.values()):
+            for data, clock, oce, regmode in _READ_PORTS.get(cell["type"], []):
+                conn = cell["connections"]
+                if cell["parameters"].get(regmode, "NOREG").strip() != "NOREG" \
+                        or conn.get(oce, ["1"]) != ["1"]:
+                    continue
+                registers = _registers(cells, sinks, conn, data, conn.get(clock))
+                if not registers:
+                    continue
+                enables = {_enable(cells[ff]) for ff in registers.values()}
+                if len(enables) != 1 or None in enables:
+                    continue
+                for port, ff in registers.items():
+                    conn[port] = cells.pop(ff)["connections"]["Q"]
+                conn[oce] = [enables.pop()]
+                cell["parameters"][regmode] = "OUTREG"
+                changed += 1
+    return changed
+
+
+def _registers(cells, sinks, conn, prefix, clock) -> dict | None:
+    """The flip-flop each used data output of a read port feeds, or None when any used
+    output feeds anything else."""
+    registers = {}
+    for port, bits in conn.items():
+        if not (port.startswith(prefix) and port[len(prefix):].isdigit()):
+            continue
+        readers = sinks.get(bits[0], []) if isinstance(bits[0], int) else []
+        if not readers:
+            continue
+        if len(readers) != 1:
+            return None
+        name, pin = readers[0]
+        if name is None or pin != "DI" or not _plain_register(cells[name], clock):
+            return None
+        registers[port] = name
+    return registers or None
+
+
+def absorb_output_registers(src: Path, dst: Path) -> int:
+    """Read Yosys' JSON netlist ``src``, apply the pass, write ``dst``; returns the read
+    ports that now use the block's output register."""
+    netlist = json.loads(Path(src).read_text())
+    changed = absorb_in_netlist(netlist)
+    Path(dst).write_text(json.dumps(netlist))
+    return changed

@@ -1,0 +1,143 @@
+# amaranth: UnusedElaboratable=no
+"""The ECP5 block RAM output register pass (qloom.flows.ecp5_outreg): which registers it
+moves into the block, which it leaves, and that a real Yosys netlist places faster with it
+while computing the same thing."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from qloom.flows import synth
+from qloom.flows.ecp5_outreg import absorb_in_netlist, absorb_output_registers
+
+CLK, OTHER_CLK, CE = 2, 3, 4
+
+
+def _ff(d, q, *, clk=CLK, cemux="1 ", ce=None, lsr="0", regset="RESET", clkmux="CLK"):
+    conn = {"CLK": [clk], "DI": [d], "LSR": [lsr], "Q": [q]}
+    if ce is not None:
+        conn["CE"] = [ce]
+    return {"type": "TRELLIS_FF",
+            "parameters": {"CEMUX": cemux, "CLKMUX": clkmux, "GSR": "DISABLED",
+                           "LSRMUX": "LSR", "REGSET": regset},
+            "port_directions": {"CLK": "input", "DI": "input", "LSR": "input", "CE": "input",
+                                "Q": "output"},
+            "connections": conn}
+
+
+def _netlist(ffs=None, extra=None, ports=None):
+    """A DP16KD reading on port B (outputs DOB0..2 on nets 10..12) into flip-flops with
+    outputs on nets 20..22."""
+    bram = {"type": "DP16KD",
+            "parameters": {"REGMODE_A": "NOREG", "REGMODE_B": "NOREG"},
+            "port_directions": {"CLKA": "input", "CLKB": "input", "OCEA": "input",
+                                "OCEB": "input", "DOA0": "output", "DOB0": "output",
+                                "DOB1": "output", "DOB2": "output"},
+            "connections": {"CLKA": [CLK], "CLKB": [CLK], "OCEA": ["1"], "OCEB": ["1"],
+                            "DOA0": [9], "DOB0": [10], "DOB1": [11], "DOB2": [12]}}
+    cells = {"mem": bram}
+    for k, ff in enumerate(ffs if ffs is not None else [_ff(10 + k, 20 + k) for k in range(3)]):
+        cells[f"ff{k}"] = ff
+    cells.update(extra or {})
+    return {"modules": {"top": {"ports": ports or {}, "cells": cells}}}
+
+
+def _lut(a, z):
+    return {"type": "LUT4", "parameters": {}, "port_directions": {"A": "input", "Z": "output"},
+            "connections": {"A": [a], "Z": [z]}}
+
+
+def test_plain_registers_move_into_the_block():
+    n = _netlist()
+    assert absorb_in_netlist(n) == 1
+    cells = n["modules"]["top"]["cells"]
+    assert set(cells) == {"mem"}
+    mem = cells["mem"]
+    assert mem["parameters"]["REGMODE_B"] == "OUTREG"
+    assert mem["parameters"]["REGMODE_A"] == "NOREG"        # port A's output is unused
+    assert [mem["connections"][f"DOB{k}"] for k in range(3)] == [[20], [21], [22]]
+    assert mem["connections"]["OCEB"] == ["1"]
+
+
+def test_a_shared_enable_becomes_the_output_clock_enable():
+    n = _netlist([_ff(10 + k, 20 + k, cemux="CE", ce=CE) for k in range(3)])
+    assert absorb_in_netlist(n) == 1
+    assert n["modules"]["top"]["cells"]["mem"]["connections"]["OCEB"] == [CE]
+
+
+@pytest.mark.parametrize("why, ffs, extra, ports", [
+    ("another clock", [_ff(10, 20, clk=OTHER_CLK), _ff(11, 21), _ff(12, 22)], None, None),
+    ("inverted clock", [_ff(10, 20, clkmux="INV"), _ff(11, 21), _ff(12, 22)], None, None),
+    ("a reset", [_ff(10, 20, lsr=7), _ff(11, 21), _ff(12, 22)], None, None),
+    ("reset value 1", [_ff(10, 20, regset="SET"), _ff(11, 21), _ff(12, 22)], None, None),
+    ("two enables", [_ff(10, 20, cemux="CE", ce=CE), _ff(11, 21), _ff(12, 22)], None, None),
+    ("an inverted enable", [_ff(10 + k, 20 + k, cemux="INV", ce=CE) for k in range(3)],
+     None, None),
+    ("logic before the register", [_ff(30, 20), _ff(11, 21), _ff(12, 22)],
+     {"lut": _lut(10, 30)}, None),
+    ("a second reader", None, {"lut": _lut(11, 31)}, None),
+    ("a module output", None, None, {"q": {"direction": "output", "bits": [12]}}),
+])
+def test_anything_else_is_left_as_it_is(why, ffs, extra, ports):
+    n = _netlist(ffs, extra, ports)
+    before = copy.deepcopy(n)
+    assert absorb_in_netlist(n) == 0, why
+    assert n == before
+
+
+def test_pdpw16kd_read_port(tmp_path):
+    n = {"modules": {"top": {"ports": {}, "cells": {
+        "mem": {"type": "PDPW16KD", "parameters": {"REGMODE": "NOREG"},
+                "port_directions": {"CLKR": "input", "OCER": "input", "DO0": "output",
+                                    "DO35": "output"},
+                "connections": {"CLKR": [CLK], "OCER": ["1"], "DO0": [10], "DO35": [11]}},
+        "a": _ff(10, 20), "b": _ff(11, 21)}}}}
+    src, dst = tmp_path / "n.json", tmp_path / "n.outreg.json"
+    src.write_text(json.dumps(n))
+    assert absorb_output_registers(src, dst) == 1
+    out = json.loads(dst.read_text())["modules"]["top"]["cells"]
+    assert set(out) == {"mem"} and out["mem"]["parameters"]["REGMODE"] == "OUTREG"
+    assert json.loads(src.read_text()) == n                # Yosys' own netlist is kept
+
+
+class RegisteredRom(wiring.Component):
+    """A block RAM ROM read into a register without reset (the pass's case) beside one
+    whose data pass a mux first (left alone)."""
+
+    def __init__(self):
+        super().__init__({"addr": In(10), "sel": In(1), "a": Out(18), "b": Out(18)})
+
+    def elaborate(self, platform):
+        m = Module()
+        rng = np.random.default_rng(1)
+        for name in "ab":
+            init = [int(v) for v in rng.integers(0, 1 << 18, 1024)]
+            m.submodules[name] = mem = Memory(shape=18, depth=1024, init=init,
+                                              attrs={"ram_style": "block"})
+            port = mem.read_port()
+            m.d.comb += port.addr.eq(self.addr)
+            data = port.data if name == "a" else port.data ^ self.sel.replicate(18)
+            reg = Signal(18, reset_less=True)     # as the templates' read registers
+            m.d.sync += reg.eq(data)
+            m.d.comb += getattr(self, name).eq(reg)
+        return m
+
+
+def test_real_netlist(tmp_path):
+    """Yosys synth_ecp5 + nextpnr: the pass moves exactly the plain register into its block,
+    and the slowest path left starts at the other block (NOREG, then the mux)."""
+    r = synth.synthesize(RegisteredRom(), family="ecp5", device="LFE5U-85F",
+                         package="CABGA381", build_dir=tmp_path, clock_mhz=150, pnr=True)
+    netlist = json.loads((tmp_path / "top.outreg.json").read_text())
+    modes = {name: (c["parameters"]["REGMODE_A"].strip(), c["parameters"]["REGMODE_B"].strip())
+             for m in netlist["modules"].values() for name, c in m.get("cells", {}).items()
+             if c["type"] == "DP16KD"}
+    outreg = [name for name, mode in modes.items() if "OUTREG" in mode]
+    assert len(modes) == 2 and len(outreg) == 1 and outreg[0].startswith("a"), modes
+    assert r.critical_path[0]["start"].startswith("dut.b"), r.critical_path
