@@ -17,6 +17,8 @@ moves such a register into the block when that is exactly equivalent:
   tied low, reset value 0, as the block's output register starts) and either no enable or
   the same enable for the whole port (which becomes the block's output clock enable).
 
+A 36-bit read (pseudo-dual-port mode, data on both DOA and DOB) is one read port here.
+
 Ports that do not qualify (a mux or logic between block and register, a cascade of blocks in
 depth) keep ``NOREG`` and their timing; the pass never changes what the design computes.
 """
@@ -29,12 +31,19 @@ from pathlib import Path
 
 __all__ = ["absorb_output_registers", "absorb_in_netlist"]
 
-# Read ports of the two block RAM cells Yosys' ECP5 mapping emits:
-# (cell type, data output prefix, clock, output clock enable, register mode parameter).
-_READ_PORTS = {
-    "DP16KD": [("DOA", "CLKA", "OCEA", "REGMODE_A"), ("DOB", "CLKB", "OCEB", "REGMODE_B")],
-    "PDPW16KD": [("DO", "CLKR", "OCER", "REGMODE")],
-}
+# A DP16KD's read ports as Yosys' ECP5 mapping uses them: (data output prefixes, clock,
+# output clock enable, register mode parameter) for each port, or in pseudo-dual-port mode
+# (``DATA_WIDTH_A`` 36, as nextpnr decides it) one 36-bit read port on clock B whose data
+# leave on both DOA and DOB.
+_TRUE_DUAL = [(("DOA",), "CLKA", ("OCEA",), ("REGMODE_A",)),
+              (("DOB",), "CLKB", ("OCEB",), ("REGMODE_B",))]
+_PSEUDO_DUAL = [(("DOA", "DOB"), "CLKB", ("OCEA", "OCEB"), ("REGMODE_A", "REGMODE_B"))]
+
+
+def _number(value) -> int:
+    """A Yosys JSON parameter as an integer (written as a binary string)."""
+    text = str(value).strip()
+    return int(text, 2) if text and set(text) <= {"0", "1"} else int(text)
 
 
 def _sinks(module: dict) -> dict:
@@ -84,10 +93,17 @@ def absorb_in_netlist(netlist: dict) -> int:
         cells = module.get("cells", {})
         sinks = _sinks(module)
         for cell in list(cells.values()):
-            for data, clock, oce, regmode in _READ_PORTS.get(cell["type"], []):
-                conn = cell["connections"]
-                if cell["parameters"].get(regmode, "NOREG").strip() != "NOREG" \
-                        or conn.get(oce, ["1"]) != ["1"]:
+            if cell["type"] != "DP16KD":
+                continue
+            conn, params = cell["connections"], cell["parameters"]
+            pseudo = _number(params.get("DATA_WIDTH_A", 18)) == 36
+            for data, clock, oces, regmodes in _PSEUDO_DUAL if pseudo else _TRUE_DUAL:
+                # Without the output register the output clock enable does nothing, and
+                # Yosys ties it either way.
+                if any(params.get(r, "NOREG").strip() != "NOREG" for r in regmodes) \
+                        or any(conn.get(oce, ["1"]) not in (["0"], ["1"]) for oce in oces):
+                    continue
+                if pseudo and not _write_clock_free(conn):
                     continue
                 registers = _registers(cells, sinks, conn, data, conn.get(clock))
                 if not registers:
@@ -97,18 +113,33 @@ def absorb_in_netlist(netlist: dict) -> int:
                     continue
                 for port, ff in registers.items():
                     conn[port] = cells.pop(ff)["connections"]["Q"]
-                conn[oce] = [enables.pop()]
-                cell["parameters"][regmode] = "OUTREG"
+                enable = enables.pop()
+                for oce, regmode in zip(oces, regmodes):
+                    conn[oce] = [enable]
+                    params[regmode] = "OUTREG"
+                if pseudo:
+                    # Which side's output register holds DOA in this mode is not documented
+                    # for the open tools: both are set, and side A's is clocked like B's
+                    # (its write port is either on that clock already or never enabled),
+                    # so the data are registered once on the read clock either way.
+                    conn["CLKA"] = conn["CLKB"]
                 changed += 1
     return changed
 
 
-def _registers(cells, sinks, conn, prefix, clock) -> dict | None:
+def _write_clock_free(conn) -> bool:
+    """Whether a pseudo-dual-port block's clock A may be the read clock: it already is,
+    or it is tied off with its write port never enabled (a ROM)."""
+    return conn.get("CLKA") == conn.get("CLKB") or (
+        conn.get("CLKA") in (["0"], ["1"]) and conn.get("CEA") == ["0"])
+
+
+def _registers(cells, sinks, conn, prefixes, clock) -> dict | None:
     """The flip-flop each used data output of a read port feeds, or None when any used
     output feeds anything else."""
     registers = {}
     for port, bits in conn.items():
-        if not (port.startswith(prefix) and port[len(prefix):].isdigit()):
+        if not any(port.startswith(p) and port[len(p):].isdigit() for p in prefixes):
             continue
         readers = sinks.get(bits[0], []) if isinstance(bits[0], int) else []
         if not readers:

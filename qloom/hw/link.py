@@ -210,12 +210,19 @@ class Link(wiring.Component):
         with m.If(self.o.ready):
             m.d.sync += out_full.eq(0)
         send = ~out_full
+        # A byte enters the CRC in the cycle after it is sent, from the output register:
+        # state -> byte select -> CRC step -> next state was the jet tagger's iCEBreaker
+        # critical path (6 levels). The CRC bytes follow at least two cycles later (the
+        # output register must empty first), by which time the CRC has caught up.
+        crc_due = Signal()
+        with m.If(crc_due):
+            m.d.sync += [tx_crc.eq(crc16_step(tx_crc, out_byte_reg)), crc_due.eq(0)]
 
         def emit(value, next_state, *, crc=True):
             with m.If(send):
                 m.d.sync += [out_byte_reg.eq(value), out_full.eq(1)]
                 if crc:
-                    m.d.sync += tx_crc.eq(crc16_step(tx_crc, value))
+                    m.d.sync += crc_due.eq(1)
                 if next_state is not None:
                     m.next = next_state
 

@@ -311,8 +311,13 @@ class MVU(wiring.Component):
         in_layout = self.i.payload.shape()
         x_buffered = None
         if nf > 1:
-            m.submodules.buffer = buffer = Memory(shape=in_layout, depth=sf, init=[],
-                                                      attrs=self._buffer_ram_style.attrs)
+            # A read of the word being written (the first neuron fold's) is never used:
+            # the stream's word is chosen then. ``no_rw_check`` tells Yosys so; without it
+            # a block RAM read and write on different ports (a buffer over 18 bits wide on
+            # the ECP5) get soft collision logic between the block and its register.
+            m.submodules.buffer = buffer = Memory(
+                shape=in_layout, depth=sf, init=[],
+                attrs={**self._buffer_ram_style.attrs, "no_rw_check": 1})
             b_write, b_read = buffer.write_port(), buffer.read_port()
             m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
                          b_write.en.eq(issue & from_stream),

@@ -65,6 +65,14 @@ def test_plain_registers_move_into_the_block():
     assert mem["connections"]["OCEB"] == ["1"]
 
 
+def test_an_output_clock_enable_tied_low_is_set():
+    """Unused without the register, Yosys ties it to 0 or 1; with it, it must be 1."""
+    n = _netlist()
+    n["modules"]["top"]["cells"]["mem"]["connections"]["OCEB"] = ["0"]
+    assert absorb_in_netlist(n) == 1
+    assert n["modules"]["top"]["cells"]["mem"]["connections"]["OCEB"] == ["1"]
+
+
 def test_a_shared_enable_becomes_the_output_clock_enable():
     n = _netlist([_ff(10 + k, 20 + k, cemux="CE", ce=CE) for k in range(3)])
     assert absorb_in_netlist(n) == 1
@@ -91,53 +99,78 @@ def test_anything_else_is_left_as_it_is(why, ffs, extra, ports):
     assert n == before
 
 
-def test_pdpw16kd_read_port(tmp_path):
-    n = {"modules": {"top": {"ports": {}, "cells": {
-        "mem": {"type": "PDPW16KD", "parameters": {"REGMODE": "NOREG"},
-                "port_directions": {"CLKR": "input", "OCER": "input", "DO0": "output",
-                                    "DO35": "output"},
-                "connections": {"CLKR": [CLK], "OCER": ["1"], "DO0": [10], "DO35": [11]}},
+def _pseudo_dual(clka, cea):
+    """A DP16KD in pseudo-dual-port mode (36-bit read on clock B, data on DOA and DOB)."""
+    return {"modules": {"top": {"ports": {}, "cells": {
+        "mem": {"type": "DP16KD",
+                "parameters": {"DATA_WIDTH_A": "00000000000000000000000000100100",
+                               "DATA_WIDTH_B": "00000000000000000000000000100100",
+                               "REGMODE_A": "NOREG", "REGMODE_B": "NOREG"},
+                "port_directions": {"CLKA": "input", "CLKB": "input", "CEA": "input",
+                                    "OCEA": "input", "OCEB": "input", "DOA0": "output",
+                                    "DOB17": "output"},
+                "connections": {"CLKA": [clka], "CLKB": [CLK], "CEA": [cea], "OCEA": ["0"],
+                                "OCEB": ["1"], "DOA0": [10], "DOB17": [11]}},
         "a": _ff(10, 20), "b": _ff(11, 21)}}}}
+
+
+def test_pseudo_dual_port_rom(tmp_path):
+    """Both halves of the 36-bit read are registered on the read clock: both sides'
+    register modes set, clock A (tied off, its write port never enabled) made the read
+    clock."""
+    n = _pseudo_dual("0", "0")
     src, dst = tmp_path / "n.json", tmp_path / "n.outreg.json"
     src.write_text(json.dumps(n))
     assert absorb_output_registers(src, dst) == 1
     out = json.loads(dst.read_text())["modules"]["top"]["cells"]
-    assert set(out) == {"mem"} and out["mem"]["parameters"]["REGMODE"] == "OUTREG"
+    assert set(out) == {"mem"}
+    mem = out["mem"]
+    assert (mem["parameters"]["REGMODE_A"], mem["parameters"]["REGMODE_B"]) == ("OUTREG",) * 2
+    assert mem["connections"]["CLKA"] == [CLK]
+    assert mem["connections"]["OCEA"] == mem["connections"]["OCEB"] == ["1"]
+    assert (mem["connections"]["DOA0"], mem["connections"]["DOB17"]) == ([20], [21])
     assert json.loads(src.read_text()) == n                # Yosys' own netlist is kept
 
 
+def test_pseudo_dual_port_written_on_another_clock_is_left():
+    n = _pseudo_dual(OTHER_CLK, "1")
+    assert absorb_in_netlist(n) == 0
+
+
 class RegisteredRom(wiring.Component):
-    """A block RAM ROM read into a register without reset (the pass's case) beside one
-    whose data pass a mux first (left alone)."""
+    """Block RAM ROMs read into registers without reset (the pass's case), 18 bits wide
+    (``a``) and 36 (``c``, pseudo-dual-port mode), beside one whose data pass logic first
+    (``b``, left alone)."""
 
     def __init__(self):
-        super().__init__({"addr": In(10), "sel": In(1), "a": Out(18), "b": Out(18)})
+        super().__init__({"addr": In(10), "sel": In(1), "a": Out(18), "b": Out(18),
+                          "c": Out(36)})
 
     def elaborate(self, platform):
         m = Module()
         rng = np.random.default_rng(1)
-        for name in "ab":
-            init = [int(v) for v in rng.integers(0, 1 << 18, 1024)]
-            m.submodules[name] = mem = Memory(shape=18, depth=1024, init=init,
+        for name, width, depth in [("a", 18, 1024), ("b", 18, 1024), ("c", 36, 512)]:
+            init = [int(v) for v in rng.integers(0, 1 << width, depth)]
+            m.submodules[name] = mem = Memory(shape=width, depth=depth, init=init,
                                               attrs={"ram_style": "block"})
             port = mem.read_port()
-            m.d.comb += port.addr.eq(self.addr)
-            data = port.data if name == "a" else port.data ^ self.sel.replicate(18)
-            reg = Signal(18, reset_less=True)     # as the templates' read registers
+            m.d.comb += port.addr.eq(self.addr[:(depth - 1).bit_length()])
+            data = port.data ^ self.sel.replicate(width) if name == "b" else port.data
+            reg = Signal(width, reset_less=True)  # as the templates' read registers
             m.d.sync += reg.eq(data)
             m.d.comb += getattr(self, name).eq(reg)
         return m
 
 
 def test_real_netlist(tmp_path):
-    """Yosys synth_ecp5 + nextpnr: the pass moves exactly the plain register into its block,
-    and the slowest path left starts at the other block (NOREG, then the mux)."""
+    """Yosys synth_ecp5 + nextpnr: the pass moves exactly the plain registers into their
+    blocks, and the slowest path left starts at the other block (NOREG, then logic)."""
     r = synth.synthesize(RegisteredRom(), family="ecp5", device="LFE5U-85F",
                          package="CABGA381", build_dir=tmp_path, clock_mhz=150, pnr=True)
     netlist = json.loads((tmp_path / "top.outreg.json").read_text())
     modes = {name: (c["parameters"]["REGMODE_A"].strip(), c["parameters"]["REGMODE_B"].strip())
              for m in netlist["modules"].values() for name, c in m.get("cells", {}).items()
              if c["type"] == "DP16KD"}
-    outreg = [name for name, mode in modes.items() if "OUTREG" in mode]
-    assert len(modes) == 2 and len(outreg) == 1 and outreg[0].startswith("a"), modes
+    assert sorted((name[0], mode) for name, mode in modes.items()) == [
+        ("a", ("OUTREG", "NOREG")), ("b", ("NOREG", "NOREG")), ("c", ("OUTREG", "OUTREG"))]
     assert r.critical_path[0]["start"].startswith("dut.b"), r.critical_path
