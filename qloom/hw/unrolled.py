@@ -37,6 +37,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import Rounding
+from .compressor import popcount_terms
 from .csd import AdderGraph, Node, Term
 from .threshold import ThresholdSpec
 from .types import shape_of
@@ -183,12 +184,14 @@ class _RequantOp:
 
 class _ThresholdOp:
     """``bias + sign * #{k : v >= T_k}`` of one channel, compared on the sum's node (its
-    shift folded into the thresholds)."""
+    shift and a constant ``offset`` of the sum folded into the thresholds)."""
 
-    def __init__(self, spec: ThresholdSpec, channel: int, in_node: Node, in_shift: int):
-        t = spec.thresholds[channel]
-        # v = node << shift >= T  <=>  node >= ceil(T / 2**shift); clipped to the node's
-        # range, where the same comparisons decide the same way with narrower constants.
+    def __init__(self, spec: ThresholdSpec, channel: int, in_node: Node, in_shift: int,
+                 offset: int = 0):
+        t = spec.thresholds[channel] - offset
+        # v = (node << shift) + offset >= T  <=>  node >= ceil((T - offset) / 2**shift);
+        # clipped to the node's range, where the same comparisons decide the same way with
+        # narrower constants.
         self.thresholds = np.clip(-(-t // (1 << in_shift)), in_node.lo, in_node.hi + 1)
         self.in_shift = in_shift
         self.bias, self.sign = int(spec.bias[channel]), int(spec.sign[channel])
@@ -264,15 +267,31 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
     if isinstance(post, RequantSpec):
         const = const + post.bias + post.offset
     one_bit = all(g.nodes[t.node].bits == 1 and t.shift == 0 and not t.neg for t in codes)
-    products = [g.products(codes[j], w_eff[:, j]) for j in range(layer.mw)]
+    popcounts = None
+    if one_bit:
+        # A one-bit lane's value is its bit, or minus it for a signed lane ({-1, 0}).
+        signs = np.array([-1 if g.nodes[t.node].signed else 1 for t in codes])
+        popcounts = popcount_terms(g, codes, w_eff * signs[None, :])
+    products = None if popcounts else [g.products(codes[j], w_eff[:, j])
+                                       for j in range(layer.mw)]
     groups = {}
     outs = []
     for h in range(layer.mh):
-        if one_bit:
+        if popcounts:
+            t, offset = popcounts[h]
+            const_h = int(const[h]) + offset
+            if isinstance(post, ThresholdSpec):
+                # The constant goes into the thresholds: no adder.
+                op = _ThresholdOp(post, h, g.nodes[t.node], t.shift, const_h)
+                lo, hi = post.out_type.encode([post.out_type.min, post.out_type.max])
+                outs.append(g.extern(op, (t,), int(lo), int(hi)))
+                continue
+            terms = [t] + ([g.const(const_h)] if const_h else [])
+        elif one_bit:
             terms = _group_terms(g, codes, w_eff[h], products, groups)
         else:
             terms = [products[j][int(w_eff[h, j])] for j in range(layer.mw) if w_eff[h, j]]
-        if const[h]:
+        if not popcounts and const[h]:
             terms.append(g.const(int(const[h])))
         t = g.dot(terms, positional=one_bit)
         node = g.nodes[t.node]
@@ -435,14 +454,16 @@ class UnrolledDesign:
     def resources(self, lut_ram: bool = True) -> dict:
         """Estimated LUT4 and flip-flops: the adders and operations of the graph, the
         pipeline registers, the output FIFO and the control. The FIFO is distributed RAM
-        with ``lut_ram`` (ECP5: a LUT per two bits of width per 16 words), else flip-flops
-        and a read multiplexer (iCE40 has no LUT RAM)."""
+        with ``lut_ram`` (ECP5: a 16x4 RAM cell, counted as four LUT4s, per four bits of
+        width per 16 words), else flip-flops and a read multiplexer (iCE40 has no LUT RAM);
+        either way a LUT per bit for the bypass of an empty FIFO (Yosys ``synth_ecp5`` on
+        TFC's raw 64x64 layer: 112 RAM cells and about 512 bypass LUT4s for 512 bits)."""
         c = self.counts()
         width, depth = self.out_width(), self.fifo_depth
         if lut_ram:
-            fifo = {"lut": math.ceil(width / 2) * math.ceil(depth / 16) + 20, "ff": 0}
+            fifo = {"lut": 2 * width * math.ceil(depth / 16) + 20, "ff": 0}
         else:
-            fifo = {"lut": width * math.ceil((depth - 1) / 3) + 20, "ff": width * depth}
+            fifo = {"lut": width * (math.ceil((depth - 1) / 3) + 1) + 20, "ff": width * depth}
         control_ff = self.latency + 2 * depth.bit_length() + 2
         return {"lut": c["adder_luts"] + c["extern_luts"] + fifo["lut"] + 10,
                 "ff": c["register_bits"] + fifo["ff"] + control_ff, "dsp": 0}

@@ -164,11 +164,12 @@ def test_shared_products_and_sums_are_made_once():
     assert d.counts()["adders"] == 2 + 4 + 8
 
 
-def test_one_bit_inputs_use_shared_lookup_tables():
-    """Bipolar layers: a lookup table per group of four inputs and sign pattern, shared
-    by the neurons with that pattern (or its negation)."""
-    w = np.array([[1, -1, 1, 1], [-1, 1, -1, -1], [1, 1, 1, 1], [1, -1, 1, 1]])
-    d = UnrolledDesign([UnrolledLayer(w, BIPOLAR, BIPOLAR)], 3)
+def test_one_bit_inputs_with_multibit_weights_use_shared_lookup_tables():
+    """One-bit inputs whose weights are not all ±m (no popcount): a lookup table per
+    group of four inputs and weight pattern, shared by the neurons with that pattern (or
+    its negation)."""
+    w = np.array([[1, -1, 1, 1], [-1, 1, -1, -1], [1, 1, 1, 1], [1, -1, 1, 1]]) * [3, 1, 1, 1]
+    d = UnrolledDesign([UnrolledLayer(w, int_type(3), BIPOLAR)], 3)
     assert d.counts()["externs"] == 2
 
 

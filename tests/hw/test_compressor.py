@@ -1,0 +1,151 @@
+# amaranth: UnusedElaboratable=no
+"""Popcount compressor trees (qloom.hw.compressor): the graph's sums against numpy for
+binary, ternary and sparse weights; packed carry chains as built (one addition per chain,
+segments that never carry into each other); hardware bit exact under backpressure; and
+the cost the tree is there for (under one chain position per synapse)."""
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+from amaranth.back import rtlil
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qloom.hw import compressor
+from qloom.hw.compressor import _ChainOp, popcount_terms
+from qloom.hw.csd import AdderGraph
+from qloom.hw.threshold import ThresholdSpec
+from qloom.hw.unrolled import UnrolledChain, UnrolledDesign, UnrolledLayer
+from qloom.nn.dtypes import BIPOLAR, TERNARY, int_type, uint_type
+from qloom.sim.pysim import run_stream
+
+
+def _graph_sums(u, bits, signed_lanes=()):
+    """``u @ values`` through the popcount graph (lanes in ``signed_lanes`` carry -b)."""
+    g = AdderGraph()
+    codes = [g.input(-1, 0) if j in signed_lanes else g.input(0, 1) for j in range(u.shape[1])]
+    sign = np.array([-1 if j in signed_lanes else 1 for j in range(u.shape[1])])
+    found = popcount_terms(g, codes, u * sign)
+    assert found is not None
+    values = bits * sign
+    out = g.evaluate({t.node: values[:, j] for j, t in enumerate(codes)},
+                     [t for t, _ in found])
+    got = np.stack([np.broadcast_to(v, bits.shape[:1]) + off
+                    for v, (_, off) in zip(out, found)], axis=-1)
+    return g, got
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 40), st.sampled_from([1, 2, 4]),
+       st.floats(0, 0.8), st.integers(0, 2**32 - 1))
+def test_popcount_graph_equals_the_dot_product(mh, mw, m, sparsity, seed):
+    rng = np.random.default_rng(seed)
+    u = m * rng.choice([-1, 1], size=(mh, mw)) * (rng.random((mh, mw)) >= sparsity)
+    bits = rng.integers(0, 2, size=(16, mw))
+    signed = set(rng.choice(mw, size=mw // 3, replace=False).tolist())
+    _, got = _graph_sums(u, bits, signed)
+    values = bits * np.array([-1 if j in signed else 1 for j in range(mw)])
+    np.testing.assert_array_equal(got, values @ u.T)
+
+
+def test_extreme_inputs_and_zero_rows():
+    """All ones and all zeros (every segment at its maximum: no carry may cross into the
+    next segment of a chain); a neuron without weights is 0."""
+    rng = np.random.default_rng(1)
+    u = rng.choice([-1, 1], size=(7, 64))
+    u[3] = 0
+    bits = np.array([[1] * 64, [0] * 64, [1, 0] * 32])
+    _, got = _graph_sums(u, bits)
+    np.testing.assert_array_equal(got, bits @ u.T)
+    _, got = _graph_sums(np.abs(u), bits)                   # all positive: sums reach 64
+    np.testing.assert_array_equal(got, bits @ np.abs(u).T)
+
+
+def test_other_weights_are_left_to_lookup_tables():
+    g = AdderGraph()
+    codes = [g.input(0, 1) for _ in range(3)]
+    assert popcount_terms(g, codes, np.array([[1, -2, 1]])) is None    # mixed magnitudes
+    assert popcount_terms(g, codes, np.array([[3, -3, 0]])) is None    # not a power of two
+
+
+def test_chain_segments_keep_their_carries():
+    """Three segments side by side: each top position holds the next segment's carry-in
+    in both addends, so every segment sums exactly, at its maximum too."""
+    op = _ChainOp([(2, 2, True, 3), (3, 3, True, 4), (1, 1, False, 2)])
+    assert op.offsets == [0, 3, 7] and op.positions == 9 and op.luts == 10
+    for a0, b0, r0, a1, b1, r1, a2, b2 in [(3, 3, 1, 7, 7, 1, 1, 1), (0, 0, 0, 0, 0, 0, 0, 0),
+                                           (3, 2, 0, 5, 7, 1, 1, 0)]:
+        v = int(op.evaluate(a0, b0, r0, a1, b1, r1, a2, b2))
+        assert [(v >> o) & ((1 << w) - 1) for o, w in ((0, 3), (3, 4), (7, 2))] == \
+            [a0 + b0 + r0, a1 + b1 + r1, a2 + b2]
+
+
+def _binary_layer(rng, mh, mw, post=True, w_type=BIPOLAR, in_type=BIPOLAR):
+    if w_type == TERNARY:
+        w = rng.integers(-1, 2, size=(mh, mw))
+    else:
+        w = rng.choice([-1, 1], size=(mh, mw))
+    spec = None
+    if post:
+        t = rng.integers(-mw // 4, mw // 4 + 1, size=(mh, 1))
+        spec = ThresholdSpec(thresholds=t, bias=np.zeros(mh, dtype=int),
+                             sign=np.ones(mh, dtype=int), out_type=BIPOLAR)
+    return UnrolledLayer(w, w_type, in_type, spec)
+
+
+def _values(layer, x):
+    """Reference: the dense sum and its threshold, as codes of the output type."""
+    v = (2 * x - 1) if layer.in_type.bipolar else x
+    acc = v @ layer.weights.T
+    if layer.post is None:
+        return acc
+    return (acc >= layer.post.thresholds[:, 0]).astype(int)
+
+
+@pytest.mark.parametrize("w_type, in_type", [(BIPOLAR, BIPOLAR), (TERNARY, uint_type(1))])
+def test_hardware_bit_exact_under_backpressure(w_type, in_type):
+    rng = np.random.default_rng(2)
+    layers = [_binary_layer(rng, 12, 40, w_type=w_type, in_type=in_type),
+              _binary_layer(rng, 5, 12, post=False)]
+    dut = UnrolledChain(layers=layers, levels_per_stage=2)
+    x = rng.integers(0, 2, size=(30, 40))
+    want = _values(layers[1], _values(layers[0], x))
+    run = run_stream(dut, [list(map(int, r)) for r in x], len(x), in_stall=0.3,
+                     out_stall=0.3, seed=5)
+    np.testing.assert_array_equal(np.array(run.outputs), want)
+    np.testing.assert_array_equal(dut.design.evaluate(x), want)
+
+
+def test_chains_in_the_rtlil_are_the_estimates():
+    """One addition per packed chain in the emitted RTLIL, as many as the estimate
+    counts, each as wide as its positions."""
+    rng = np.random.default_rng(3)
+    dut = UnrolledChain(layers=[_binary_layer(rng, 16, 64)], levels_per_stage=3)
+    g = dut.design.graph
+    chains = [g.nodes[n].info for n in dut.design.stage
+              if isinstance(g.nodes[n].info, _ChainOp)]
+    text = rtlil.convert(dut)
+    lines, start = inspect.getsourcelines(_ChainOp.build)
+    span = range(start, start + len(lines))
+    adds = [int(w) for line, w in re.findall(
+        r'attribute \\src "[^"]*compressor\.py:(\d+)"\s+cell \$add \S+\s+'
+        r'(?:parameter \\\w+ \S+\s+)*?parameter \\Y_WIDTH (\d+)', text) if int(line) in span]
+    # a + b, then + carry-in: two $add cells per chain before Yosys merges them.
+    assert len(adds) == 2 * len(chains)
+    assert max(op.positions for op in chains) <= compressor.CHAIN_POSITIONS
+
+
+def test_under_one_chain_position_per_synapse():
+    """A 64x64 binary layer: tables shared by pattern (at most 8 per group of three),
+    carry-chain positions under 0.9 per synapse, no chain narrower than a full cell."""
+    rng = np.random.default_rng(4)
+    d = UnrolledDesign([_binary_layer(rng, 64, 64, post=False)], 4)
+    g = d.graph
+    infos = [g.nodes[n].info for n in d.stage if g.nodes[n].op == "extern"]
+    tables = [i for i in infos if type(i).__name__ == "_TableOp"]
+    chains = [i for i in infos if isinstance(i, _ChainOp)]
+    assert len(tables) <= 8 * -(-64 // compressor.GROUP)
+    assert sum(c.positions for c in chains) < 0.9 * 64 * 64
+    assert all(c.positions >= 5 for c in chains[:-1])
