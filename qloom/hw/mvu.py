@@ -105,7 +105,9 @@ class MVU(wiring.Component):
     are shift-and-add LUT multipliers (None: no cap; 0: all LUT). ``register_operands``,
     ``register_products`` and ``register_adder_tree`` add pipeline registers before and
     after the lane products and after the per-PE sum (None: operands and products
-    registered for the MAC datapath only, the tree when ``SIMD > 1``).
+    registered for the MAC datapath only, the tree when ``SIMD > 1``); ``compare_register``
+    registers the fused thresholds' compares before their count (None: the rule of
+    ``qloom.hw.threshold.compare_register`` without a family).
     """
 
     def __init__(self, *, weights: np.ndarray, w_type: DataType, in_type: DataType,
@@ -116,7 +118,7 @@ class MVU(wiring.Component):
                  register_operands: bool | None = None,
                  register_products: bool | None = None,
                  register_adder_tree: bool | None = None,
-                 dsp_primitive: str | None = None):
+                 dsp_primitive: str | None = None, compare_register: bool | None = None):
         if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.integer):
             raise TypeError(f"Weights must be an integer numpy array, not {weights!r}")
         if weights.ndim != 2 or weights.size == 0:
@@ -159,6 +161,7 @@ class MVU(wiring.Component):
         _optional_bool("Register operands", register_operands)
         _optional_bool("Register products", register_products)
         _optional_bool("Register adder tree", register_adder_tree)
+        _optional_bool("Compare register", compare_register)
 
         self._weights = weights.astype(np.int64)
         self._weights.flags.writeable = False
@@ -187,6 +190,9 @@ class MVU(wiring.Component):
                     raise ValueError(f"{role} type {dtype} does not fit an ECP5 MULT18X18D "
                                      f"(signed up to 18 bits, unsigned up to 17)")
         self._dsp_primitive = dsp_primitive if self._dsp_count else None
+        self._table = (None if threshold is None else
+                       _threshold_table(self._weights, w_type, in_type, threshold, pe,
+                                        register_compares=compare_register))
         members = {
             "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), simd))),
             "o": Out(stream.Signature(data.ArrayLayout(shape_of(self.out_type), pe))),
@@ -243,7 +249,7 @@ class MVU(wiring.Component):
                        register_adder_tree=self._register_adder_tree,
                        tree_stages=self.tree_stages,
                        thresholds=0 if self._threshold is None
-                       else 1 + compare_register(self._threshold.num_thresholds))
+                       else 1 + self._table.compare_register)
 
     @property
     def tree_stages(self) -> int:
@@ -495,8 +501,7 @@ class MVU(wiring.Component):
     def _elaborate_thresholds(self, m, done, sums, result):
         """Fused thresholds: register the sums, read the fold's thresholds, compare
         into ``result``; returns the signal that says ``result`` is valid."""
-        table = _threshold_table(self._weights, self._w_type, self._in_type,
-                                 self._threshold, self._pe)
+        table = self._table
         mem, layout = table.parallel_memory(self._threshold_ram_style)
         m.submodules.thresholds = mem
         port = mem.read_port()
@@ -546,14 +551,15 @@ def _acc_range(weights: np.ndarray, in_type: DataType) -> tuple[int, int]:
 
 
 def _threshold_table(weights, w_type: DataType, in_type: DataType, spec: ThresholdSpec,
-                     pe: int) -> ThresholdTable:
+                     pe: int, register_compares: bool | None = None) -> ThresholdTable:
     """The fused thresholds' table as the unit builds it (on the XNOR datapath over the
     popcount: sum = 2 * popcount - MW)."""
     if select_datapath(w_type, in_type) is Datapath.XNOR_POPCOUNT:
         mw = weights.shape[1]
-        return ThresholdTable(spec, pe, lo=0, hi=mw, scale=2, offset=-mw)
+        return ThresholdTable(spec, pe, lo=0, hi=mw, scale=2, offset=-mw,
+                              register_compares=register_compares)
     lo, hi = _acc_range(np.asarray(weights, dtype=np.int64), in_type)
-    return ThresholdTable(spec, pe, lo=lo, hi=hi)
+    return ThresholdTable(spec, pe, lo=lo, hi=hi, register_compares=register_compares)
 
 
 def threshold_lane_bits(weights, w_type: DataType, in_type: DataType,
@@ -652,7 +658,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
                                       + adder_tree_luts(thresholds, 1)))
         f.add("ff", "compare", pe * out_bits * 2)
-        if compare_register(thresholds):
+        if compare_register(thresholds, family):
             f.add("ff", "crossed", pe * thresholds)
         lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
         f.add_memory("thresholds", memory_cost(mh // pe, pe * lane, family, thresholds_block),
@@ -661,7 +667,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     depth = output_depth(latency(sf, register_operands=pipeline and operand_register(mac, family),
                                  register_products=pipeline, dsp_blocks=dsp_blocks and dsps > 0,
                                  register_adder_tree=pipeline, tree_stages=stages,
-                                 thresholds=thresholds and 1 + compare_register(thresholds)),
+                                 thresholds=thresholds and 1 + compare_register(thresholds,
+                                                                                family)),
                          sf)
     f.add_memory("output", ram_cost(depth, pe * (out_bits if thresholds else acc_bits), family,
                                     block=False))

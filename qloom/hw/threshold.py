@@ -116,11 +116,14 @@ class ThresholdMode(enum.Enum):
 SEARCH_FROM = 31
 
 
-def compare_register(thresholds: int) -> bool:
+def compare_register(thresholds: int, family=None) -> bool:
     """Whether the parallel compares are registered before they are counted: when the
     count is deeper than ``TREE_LEVELS`` adder levels (15 thresholds compared, counted and
-    coded in one cycle: 90.7 MHz on the ECP5-85F, 28.1 MHz on the UP5K)."""
-    return thresholds > 1 << TREE_LEVELS
+    coded in one cycle: 90.7 MHz on the ECP5-85F, 28.1 MHz on the UP5K), and on the ECP5
+    (``family``) whenever there is a count at all (3 thresholds of UNSW-NB15's last layer
+    compared, counted and coded in one cycle: 119 MHz, 16 carry and LUT levels)."""
+    from .estimate import Family
+    return thresholds > 1 << TREE_LEVELS or (family is Family.ECP5 and thresholds > 1)
 
 
 def mode_for(thresholds: int) -> ThresholdMode:
@@ -150,7 +153,7 @@ def estimate(*, channels: int, thresholds: int, lanes: int, in_bits: int, out_bi
     f.add("lut", "compare", lanes * (thresholds * comparator_luts(in_bits)
                                      + adder_tree_luts(thresholds, 1)))
     f.add("ff", "lanes", lanes * (in_bits + out_bits))
-    if compare_register(thresholds):
+    if compare_register(thresholds, family):
         f.add("ff", "crossed", lanes * thresholds)
     f.add("lut", "control", 20)
     f.add("ff", "control", 10)
@@ -169,8 +172,10 @@ class ThresholdTable:
     """
 
     def __init__(self, spec: ThresholdSpec, pe: int, *, lo: int, hi: int,
-                 scale: int = 1, offset: int = 0):
+                 scale: int = 1, offset: int = 0, register_compares: bool | None = None):
         self.spec, self.pe, self.lo, self.hi = spec, pe, lo, hi
+        self._register_compares = (compare_register(spec.num_thresholds)
+                                   if register_compares is None else register_compares)
         self.folds = spec.channels // pe
         shifted = spec.thresholds - offset
         self.thresholds = np.clip(-(-shifted // scale), lo, hi + 1)
@@ -226,7 +231,7 @@ class ThresholdTable:
     @property
     def compare_register(self) -> bool:
         """Whether the compares get a register before the count (``compare_register``)."""
-        return compare_register(self.spec.num_thresholds)
+        return self._register_compares
 
     def counted(self, m, x_rows, t_rows, metas, name: str, enable=1):
         """Per lane the count of thresholds reached by ``x_rows[p]`` in ``t_rows[p]``
@@ -261,12 +266,13 @@ class Thresholding(wiring.Component):
     out the codes of ``spec.out_type``. One global stall moves the pipeline, so ``i.ready``
     depends combinationally on ``o.ready``. ``latency`` is the number of cycles from a word
     being taken at ``i`` to its result being taken at ``o`` with ``o.ready`` held high.
-    ``ram_style`` places the threshold memories.
+    ``ram_style`` places the threshold memories; ``compare_register`` registers the
+    compares before the count (None: ``compare_register``'s rule without a family).
     """
 
     def __init__(self, *, spec: ThresholdSpec, in_type: DataType, pe: int,
                  mode: ThresholdMode = ThresholdMode.PARALLEL,
-                 ram_style: RamStyle = RamStyle.AUTO):
+                 ram_style: RamStyle = RamStyle.AUTO, compare_register: bool | None = None):
         if not isinstance(spec, ThresholdSpec):
             raise TypeError(f"Threshold spec must be a ThresholdSpec, not {spec!r}")
         if not isinstance(in_type, DataType):
@@ -277,6 +283,9 @@ class Thresholding(wiring.Component):
             raise TypeError(f"Threshold mode must be a ThresholdMode, not {mode!r}")
         if not isinstance(ram_style, RamStyle):
             raise TypeError(f"RAM style must be a RamStyle, not {ram_style!r}")
+        if compare_register is not None and not isinstance(compare_register, bool):
+            raise TypeError(f"Compare register must be a bool or None, not "
+                            f"{compare_register!r}")
         if spec.channels % pe:
             raise ValueError(f"Channel count ({spec.channels}) must be divisible by "
                              f"PE ({pe})")
@@ -284,8 +293,8 @@ class Thresholding(wiring.Component):
         self._mode, self._ram_style = mode, ram_style
         scale, offset = (2, -1) if in_type.bipolar else (1, 0)
         lo, hi = in_type.encode([in_type.min, in_type.max])
-        self._table = ThresholdTable(spec, pe, lo=int(lo), hi=int(hi),
-                                     scale=scale, offset=offset)
+        self._table = ThresholdTable(spec, pe, lo=int(lo), hi=int(hi), scale=scale,
+                                     offset=offset, register_compares=compare_register)
         self._stages = max(1, math.ceil(math.log2(spec.num_thresholds + 1)))
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), pe))),

@@ -65,6 +65,10 @@ CASES = {
     "xnor-pe1-simd1": (3, 5, 1, 1, BIPOLAR, BIPOLAR, None, {}),
     "xnor-fused-bipolar": (6, 12, 3, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR), {}),
     "xnor-fused-2bit": (4, 16, 1, 16, BIPOLAR, BIPOLAR, (3, UINT2), {}),
+    "xnor-fused-2bit-compare-register": (4, 16, 2, 8, BIPOLAR, BIPOLAR, (3, UINT2),
+                                         {"compare_register": True}),
+    "mac-fused-no-compare-register": (6, 12, 2, 3, INT4, UINT4, (7, INT3),
+                                      {"dsp_budget": 0, "compare_register": False}),
     # Nibble counts with a 1-bit tail, split tree groups of two nibbles and a lone one.
     "xnor-simd13": (4, 26, 2, 13, BIPOLAR, BIPOLAR, None, {}),
     "xnor-simd10-unregistered": (2, 20, 1, 10, BIPOLAR, BIPOLAR, None,

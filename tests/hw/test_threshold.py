@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from qloom.hw.threshold import ThresholdMode, ThresholdSpec, Thresholding
+from qloom.hw.estimate import Family
+from qloom.hw.threshold import ThresholdMode, ThresholdSpec, Thresholding, compare_register
 from qloom.nn.dtypes import BINARY, BIPOLAR, int_type, uint_type
 from qloom.nn.ir import MultiThreshold
 from qloom.sim.pysim import run_stream
@@ -56,13 +57,20 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("compare_register", [None, True, False])
 @pytest.mark.parametrize("mode", ThresholdMode)
 @pytest.mark.parametrize("case", CASES)
-def test_threshold_bit_exact_under_stalls(case, mode):
+def test_threshold_bit_exact_under_stalls(case, mode, compare_register):
+    """Also with the compare register forced on and off (the ECP5 registers a count of 2
+    or more thresholds, qloom.hw.threshold.compare_register)."""
     channels, count, pe, in_type, out_type, mixed = CASES[case]
     rng = np.random.default_rng(3)
     spec = random_spec(rng, channels, count, in_type, out_type, mixed=mixed)
-    dut = Thresholding(spec=spec, in_type=in_type, pe=pe, mode=mode)
+    dut = Thresholding(spec=spec, in_type=in_type, pe=pe, mode=mode,
+                       compare_register=compare_register)
+    if mode is ThresholdMode.PARALLEL:
+        registered = count > 4 if compare_register is None else compare_register
+        assert dut.latency == 2 + registered
     x = random_values(in_type, (8, channels), rng)
     out, _ = rtl_threshold(dut, in_type, x, in_stall=0.3, out_stall=0.3, seed=5)
     np.testing.assert_array_equal(out, ref_threshold(spec, in_type, x))
@@ -159,8 +167,17 @@ def test_spec_validation(changes, error, match):
     ({"mode": "parallel"}, TypeError,
      r"Threshold mode must be a ThresholdMode, not 'parallel'"),
     ({"ram_style": "block"}, TypeError, r"RAM style must be a RamStyle, not 'block'"),
+    ({"compare_register": 1}, TypeError, r"Compare register must be a bool or None, not 1"),
 ])
 def test_thresholding_validation(changes, error, match):
     args = dict(spec=ThresholdSpec(**spec_args()), in_type=INT4, pe=1)
     with pytest.raises(error, match=match):
         Thresholding(**{**args, **changes})
+
+
+def test_compare_register_rule():
+    """Over 4 thresholds everywhere; on the ECP5 from 2 (one threshold has no count)."""
+    assert [compare_register(k) for k in (1, 2, 4, 5)] == [False, False, False, True]
+    assert [compare_register(k, Family.ECP5) for k in (1, 2, 4, 5)] == [False, True, True, True]
+    assert [compare_register(k, Family.ICE40) for k in (1, 2, 4, 5)] == [False, False, False,
+                                                                          True]

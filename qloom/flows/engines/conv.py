@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ...nn.ir import Conv, MultiThreshold
 from .base import Engine, Fold, divisors
-from .dense import datapath_of, memory_styles, mvu_features, mvu_registers, threshold_spec
+from .dense import (datapath_of, memory_styles, mvu_features, mvu_registers,
+                    threshold_compare_register, threshold_spec)
 
 __all__ = ["ConvEngine"]
 
@@ -121,14 +122,17 @@ class ConvEngine(Engine):
                        **memory_styles(self.out_c, self.mw, fold.pe, fold.simd, conv.w_type,
                                        conv.in_type, unit_acc_bits, self.threshold,
                                        options.family).ram_styles(),
-                       **mvu_registers(options, multipliers=False))
+                       **mvu_registers(options, multipliers=False,
+                                       threshold=self.threshold))
         nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
         if self.systolic and spec is not None:
             from ...hw.threshold import Thresholding
             acc = f"{self.name}_acc"
             nodes.append(Node(self.name, unit, (windows,), acc))
             nodes.append(Node(f"{self.name}_thr",
-                              Thresholding(spec=spec, in_type=unit.acc_type, pe=fold.pe),
+                              Thresholding(spec=spec, in_type=unit.acc_type, pe=fold.pe,
+                                           compare_register=threshold_compare_register(
+                                               self.threshold, options)),
                               (acc,), self.output))
         else:
             nodes.append(Node(self.name, unit, (windows,), self.output))

@@ -128,7 +128,7 @@ class DenseEngine(Engine):
                    in_type=self.dense.in_type, pe=fold.pe, simd=fold.simd,
                    threshold=threshold_spec(self.threshold), dsp_budget=dsps,
                    **self.styles(fold, options).ram_styles(),
-                   **mvu_registers(options, self.multipliers(fold) > 0),
+                   **mvu_registers(options, self.multipliers(fold) > 0, self.threshold),
                    dsp_primitive=dsp_primitive(options, self.dense.w_type, self.dense.in_type))
         return [Node(self.name, unit, self.inputs, self.output)]
 
@@ -206,13 +206,23 @@ def dsp_primitive(options: BuildOptions, w_type: DataType, in_type: DataType) ->
     return "ecp5" if fits_dsp(shape_of(w_type)) and fits_dsp(shape_of(in_type)) else None
 
 
-def mvu_registers(options: BuildOptions, multipliers: bool) -> dict:
+def mvu_registers(options: BuildOptions, multipliers: bool,
+                  threshold: MultiThreshold | None = None) -> dict:
     """The MVU's register-stage arguments: all set from ``options``, the operand register
-    as the template's rule says (``qloom.hw.mvu.operand_register``)."""
+    and the fused thresholds' compare register as the templates' rules say
+    (``qloom.hw.mvu.operand_register``, ``qloom.hw.threshold.compare_register``)."""
     from ...hw.mvu import MVU, operand_register
     registers = pipeline_options(MVU, options)
     registers["register_operands"] &= operand_register(multipliers, options.family)
+    if threshold is not None:
+        registers["compare_register"] = threshold_compare_register(threshold, options)
     return registers
+
+
+def threshold_compare_register(threshold: MultiThreshold, options: BuildOptions) -> bool:
+    """Whether thresholds (fused or standalone) register their compares on this family."""
+    from ...hw.threshold import compare_register
+    return compare_register(threshold.num_thresholds, options.family)
 
 
 def pipeline_options(component_class, options: BuildOptions) -> dict:

@@ -71,8 +71,10 @@ class DepthwiseEngine(Engine):
         total = swg + rom + Resources(lut=fold.pe * lane.lut + 20, ff=fold.pe * lane.ff + 20)
         if self.threshold is not None:
             t = self.threshold.num_thresholds
+            from .dense import threshold_compare_register
+            crossed = t if threshold_compare_register(self.threshold, options) else 0
             total += Resources(lut=fold.pe * t * comparator_luts(acc),
-                               ff=fold.pe * self.threshold.out_type.bits * 2)
+                               ff=fold.pe * (self.threshold.out_type.bits * 2 + crossed))
             total += memory_cost(self.channels // fold.pe, fold.pe * t * acc, options.family)
         return total
 
@@ -89,7 +91,7 @@ class DepthwiseEngine(Engine):
     def nodes(self, fold, options, dsps=0):
         from ...hw.swg import SlidingWindow, WindowOrder
         from ...hw.top import Node
-        from .dense import threshold_spec
+        from .dense import threshold_compare_register, threshold_spec
         conv = self.conv
         windows = f"{self.name}_windows"
         swg = SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
@@ -107,6 +109,8 @@ class DepthwiseEngine(Engine):
             acc = f"{self.name}_acc"
             nodes.append(Node(self.name, unit, (windows,), acc))
             nodes.append(Node(f"{self.name}_thr",
-                              Thresholding(spec=spec, in_type=unit.acc_type, pe=fold.pe),
+                              Thresholding(spec=spec, in_type=unit.acc_type, pe=fold.pe,
+                                           compare_register=threshold_compare_register(
+                                               self.threshold, options)),
                               (acc,), self.output))
         return nodes

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...hw.threshold import SEARCH_FROM, mode_for
 from ...nn.ir import MultiThreshold
 from .base import ChannelEngine
-from .dense import threshold_spec
+from .dense import threshold_compare_register, threshold_spec
 
 __all__ = ["ThresholdEngine", "SEARCH_FROM"]
 
@@ -41,5 +41,6 @@ class ThresholdEngine(ChannelEngine):
         from ...hw.threshold import Thresholding
         from ...hw.top import Node
         unit = Thresholding(spec=threshold_spec(self.layer), in_type=self.layer.in_type,
-                            pe=fold.pe, mode=self.mode)
+                            pe=fold.pe, mode=self.mode,
+                            compare_register=threshold_compare_register(self.layer, options))
         return [Node(self.name, unit, self.inputs, self.output)]
