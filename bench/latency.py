@@ -1,8 +1,12 @@
 """Latency-mode bench: the unrolled constant-weight engine against the matrix-vector unit
 with LUT multipliers at the same II (one vector per cycle, ``pe = MH``, ``simd = MW``,
 no DSP blocks) on the layers of the bundled models, synthesized alone with Yosys; and the
-LUT4s per binary synapse of unrolled binary layers. Each row also gives the template's
-own estimate, so that the cost model can be checked against synthesis.
+LUT4s per binary synapse of unrolled binary layers, alone and (``+thr`` rows) with the
+thresholds that follow them in the network, which is how they are built there (the
+popcount's constant then goes into the thresholds and the output is one bit per neuron).
+Each row also gives the template's own estimate, so that the cost model can be checked
+against synthesis. LUT4 counts include the synthesis harness (an XOR tree over the
+outputs, about one LUT4 per three output bits) and the engine's output FIFO.
 
     python bench/latency.py [--family ecp5|ice40] [--only NAME] [--no-mvu] [--json FILE]
 
@@ -41,10 +45,18 @@ def layers():
     return out
 
 
-def unrolled(dense, family):
+def unrolled(dense, family, after=None):
+    """The unrolled engine of ``dense``, with ``after`` (a MultiThreshold) fused."""
+    from qloom.hw.threshold import ThresholdSpec
     from qloom.hw.unrolled import UnrolledChain, UnrolledLayer
-    return UnrolledChain(layers=[UnrolledLayer(dense.weights, dense.w_type, dense.in_type)],
+    post = ThresholdSpec.from_layer(after) if after is not None else None
+    return UnrolledChain(layers=[UnrolledLayer(dense.weights, dense.w_type, dense.in_type,
+                                               post)],
                          levels_per_stage=_LEVELS[family])
+
+
+def _binary(dense) -> bool:
+    return dense.w_type.bits == 1 and dense.in_type.bits == 1
 
 
 def mvu(dense):
@@ -69,28 +81,33 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, help="also write the rows to this file")
     args = p.parse_args(argv)
     rows = []
-    print(f"{'layer':28} {'synapses':>8} {'unrolled LUT4':>13} {'(est)':>7} {'FF':>6} "
+    print(f"{'layer':32} {'synapses':>8} {'unrolled LUT4':>13} {'(est)':>7} {'FF':>6} "
           f"{'LUT4/syn':>8} {'MVU LUT4':>9} {'FF':>6} {'MVU/unrolled':>12}")
     with tempfile.TemporaryDirectory(prefix="qloom-latency-") as tmp:
-        for name, dense, _ in layers():
+        cases = []
+        for name, dense, after in layers():
+            cases.append((name, dense, None))
+            if _binary(dense) and after is not None and after.op == "MultiThreshold":
+                cases.append((f"{name}+thr", dense, after))
+        for name, dense, after in cases:
             if args.only and args.only not in name:
                 continue
             synapses = int((dense.weights != 0).sum())
-            unit = unrolled(dense, args.family)
+            unit = unrolled(dense, args.family, after)
             est = unit.design.resources()
             try:
                 row = {"layer": name, "synapses": synapses, "weights": dense.weights.size,
                        "unrolled": measure(unit, args.family, Path(tmp) / f"{len(rows)}u"),
                        "unrolled_estimate": est}
-                if not args.no_mvu:
+                if not args.no_mvu and after is None:
                     row["mvu"] = measure(mvu(dense), args.family, Path(tmp) / f"{len(rows)}m")
             except ToolError as e:
-                print(f"{name:28} failed: {str(e).splitlines()[0]}")
+                print(f"{name:32} failed: {str(e).splitlines()[0]}")
                 continue
             rows.append(row)
             u = row["unrolled"]
             per = u["lut4"] / dense.weights.size
-            line = (f"{name:28} {dense.weights.size:>8} {u['lut4']:>13} {est['lut']:>7} "
+            line = (f"{name:32} {dense.weights.size:>8} {u['lut4']:>13} {est['lut']:>7} "
                     f"{u['ff']:>6} {per:>8.3f}")
             if "mvu" in row:
                 m = row["mvu"]

@@ -37,7 +37,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import Rounding
-from .compressor import popcount_terms
+from .compressor import chain_luts, popcount_terms
 from .csd import AdderGraph, Node, Term
 from .threshold import ThresholdSpec
 from .types import shape_of
@@ -342,11 +342,8 @@ def _passthrough(g: AdderGraph, node: Node) -> int:
 
 
 def _add_luts(g: AdderGraph, node: Node) -> int:
-    """LUT4s of one adder: its carry chain in two-bit carry cells (an ECP5 CCU2C is two
-    LUT4s) with the carry out. Against Yosys ``synth_ecp5`` (bench/latency.py): the jet
-    tagger's last layer 2,540 LUT4 measured, 2,418 estimated; a 64x64 binary layer of
-    TFC-w1a1 7,413 measured, 6,354 estimated (one LUT4 per bit was 16% and 34% low)."""
-    return 2 * ((node.bits - _passthrough(g, node) + 2) // 2)
+    """LUT4s of one adder (its bits outside the passthrough; see ``chain_luts``)."""
+    return chain_luts(node.bits - _passthrough(g, node))
 
 
 class UnrolledDesign:
@@ -522,7 +519,11 @@ class UnrolledChain(wiring.Component):
             if node.op == "input":
                 pass
             else:
-                sig = Signal(_node_shape(node), name=f"n{n}")
+                # ``keep``: Yosys (alumacc) would otherwise merge a tree of adders whose
+                # sums feed only the next adder into one multi-operand sum, which it
+                # builds from full adders in LUTs at about twice the cost of the carry
+                # chains (ECP5: four 8-bit operands 65 LUT4s merged, 30 kept apart).
+                sig = Signal(_node_shape(node), name=f"n{n}", attrs={"keep": 1})
                 s = d.stage[n]
                 if node.op == "add":
                     m.d.comb += sig.eq(self._adder(node, _passthrough(g, node), s, operand))
