@@ -64,7 +64,9 @@ def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
     f.add("ff", "fifo_control", 2 * depth.bit_length())
     lanes_in = src_lanes
     for out in _width_steps(src_lanes, dst_lanes):
-        f.add("ff", "width", max(lanes_in, out) * bits)
+        # Widening gathers into a register; narrowing selects a part of its input (a mux
+        # and the part counter, no storage).
+        f.add("ff", "width", out * bits if out > lanes_in else (lanes_in // out).bit_length())
         f.add("lut", "width", max(lanes_in, out) * bits)
         lanes_in = out
     return f
@@ -193,9 +195,9 @@ class AcceleratorTop(wiring.Component):
             # Widening: assemble words first, then buffer whole consumer words.
             out = fifo(convert(src), dst_layout, "fifo", edge_depth(elements, b))
         else:
-            # Narrowing: buffer producer words. The skid buffer behind the converter gives
-            # it the slack to split the next word while the consumer has not taken this
-            # one (a FIFO there made FIFO -> converter -> FIFO the iCE40 critical path).
+            # Narrowing: buffer producer words; the converter splits the FIFO's output
+            # register in place and the skid buffer behind it registers the parts (a FIFO
+            # there made FIFO -> converter -> FIFO the iCE40 critical path).
             out = convert(fifo(src, src_layout, "fifo", edge_depth(elements, a)))
         return skid(out, dst_layout, "skid_out")
 
