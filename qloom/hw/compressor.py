@@ -42,10 +42,11 @@ from .csd import AdderGraph, Term
 __all__ = ["popcount_terms", "chain_luts", "CHAIN_POSITIONS", "GROUP"]
 
 GROUP = 3
-# Carry-chain positions per packed addition: 16 ECP5 CCU2C cells (their carry runs about
-# 0.05 ns per cell) or 32 iCE40 SB_CARRY; long enough that the rounding to whole cells is
-# small, short enough not to set the clock.
-CHAIN_POSITIONS = 32
+# Carry-chain positions per packed addition: about as long as the widest adders of a
+# multi-bit layer (the jet tagger's first layer: 24 bits), so that a packed chain is no
+# slower than a level of those. Longer chains save little: TFC-w1a1 is estimated at 57.9k
+# LUT4 with chains of 16 positions, 56.4k with 24, 56.3k with 32.
+CHAIN_POSITIONS = 24
 
 
 def chain_luts(positions: int) -> int:
