@@ -175,7 +175,13 @@ class SlidingWindow(wiring.Component):
         m.d.sync += [held.eq(held + row_written - released),
                      avail.eq(avail + row_written - Mux(frame_read, H, 0))]
 
-        # Reader, stage 0: walk output pixels and their windows, issue memory reads.
+        # Reader, stage 0: walk output pixels and their windows. The counters compute the
+        # next window position and everything about it (read address, padding, the input
+        # row it needs, the rows it releases) into the candidate registers (``*_c``); the
+        # candidate is issued when its row is there and the output can move, and the
+        # counters load the next one in the same cycle. So the issue decision compares
+        # registers only, and no path runs from the output's ready through the counters
+        # into the address (that path was 15 levels on the UP5K).
         oy, ox = Signal(range(self._out_h)), Signal(range(self._out_w))
         kh, kw, cw = Signal(range(KH)), Signal(range(KW)), Signal(range(CW))
         lo_row = Signal(range(-top, H + bottom + 1), init=-top)   # first input row of the window
@@ -187,38 +193,45 @@ class SlidingWindow(wiring.Component):
         ix = Signal(range(-left, W + right + KW))
         slot = Signal(range(R))
         pad = Signal()
-        ready0 = Signal()
-        # the writer has begun the frame being read (no padding is emitted ahead of a frame)
-        started = Signal()
         m.d.comb += [
             iy.eq(lo_row + kh),
             ix.eq(x0 + kw),
             slot.eq(Mux(lo_slot + kh >= R, lo_slot + kh - R, lo_slot + kh)),
             pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
-            started.eq((avail > 0) | ((avail == 0) & (w_col != 0))),
-            ready0.eq(started & (pad | (iy < avail))),
-            rp.addr.eq(_times(slot, RW) + _times(ix, CW) + cw),
         ]
+        valid_c, pad_c, frame_c = Signal(), Signal(), Signal()
+        addr_c = Signal.like(rp.addr)
+        iy_c = Signal.like(iy)
+        release_c = Signal(range(H + 1))
+        load = Signal()
 
-        # Reader, stage 1: the word read (or the pad code), held under backpressure.
-        valid1, pad1 = Signal(), Signal()
-        advance = Signal()
-        issue = Signal()
+        # Reader, stages 1 and 2: the word read (or the pad code), then a register after
+        # the memory (on the ECP5 the block RAM's own, see qloom.flows.ecp5_outreg), both
+        # held under backpressure.
+        valid1, pad1, valid2, pad2 = Signal(), Signal(), Signal(), Signal()
+        data2 = Signal.like(rp.data, reset_less=True)
+        # the writer has begun the frame being read (no padding is emitted ahead of a frame)
+        started, ready_c, advance, issue = Signal(), Signal(), Signal(), Signal()
         m.d.comb += [
-            advance.eq(~valid1 | self.o.ready),
-            issue.eq(ready0 & advance),
+            started.eq((avail > 0) | ((avail == 0) & (w_col != 0))),
+            ready_c.eq(valid_c & started & (pad_c | (iy_c < avail))),
+            advance.eq(~valid2 | self.o.ready),
+            issue.eq(ready_c & advance),
+            load.eq(~valid_c | issue),
+            rp.addr.eq(addr_c),
             rp.en.eq(advance),
-            self.o.valid.eq(valid1),
+            self.o.valid.eq(valid2),
         ]
         pad_word = self.o.payload.shape().const([self._pad_code] * self._simd)
-        m.d.comb += self.o.payload.eq(Mux(pad1, pad_word, rp.data))
+        m.d.comb += self.o.payload.eq(Mux(pad2, pad_word, data2))
         with m.If(advance):
-            m.d.sync += [valid1.eq(ready0), pad1.eq(pad)]
+            m.d.sync += [valid1.eq(ready_c), pad1.eq(pad_c),
+                         valid2.eq(valid1), pad2.eq(pad1), data2.eq(rp.data)]
 
         inner = [(cw, CW), (kw, KW), (kh, KH)]
         if self._order is WindowOrder.C_KH_KW:
             inner = [(kw, KW), (kh, KH), (cw, CW)]
-        carry = issue
+        carry = load
         for counter, count in inner:
             with m.If(carry):
                 m.d.sync += counter.eq(Mux(counter == count - 1, 0, counter + 1))
@@ -228,11 +241,17 @@ class SlidingWindow(wiring.Component):
         frame_done = row_done & (oy == self._out_h - 1)
         next_lo = lo_row + SH
         next_rel = Mux(next_lo < 0, 0, Mux(next_lo > H, H, next_lo))
+        with m.If(load):
+            m.d.sync += [valid_c.eq(1), pad_c.eq(pad), iy_c.eq(iy), frame_c.eq(frame_done),
+                         addr_c.eq(_times(slot, RW) + _times(ix, CW) + cw),
+                         release_c.eq(Mux(frame_done, H - rel,
+                                          Mux(row_done, next_rel - rel, 0)))]
         # Whole-signal combinational assignments (Verilog `assign`), not ones under `If`:
         # those become `always @*` blocks that Icarus in SystemVerilog mode never runs
         # when their inputs settle at time 0, and their X would then stick in `held`/`avail`.
-        m.d.comb += [frame_read.eq(frame_done),
-                     released.eq(Mux(frame_done, H - rel, Mux(row_done, next_rel - rel, 0)))]
+        # A candidate's rows are released when it is issued, not when it is computed.
+        m.d.comb += [frame_read.eq(issue & frame_c),
+                     released.eq(Mux(issue, release_c, 0))]
         with m.If(pixel_done):
             m.d.sync += [ox.eq(ox + 1), x0.eq(x0 + SW)]
             with m.If(row_done):
@@ -258,5 +277,8 @@ def estimate(*, in_w: int, channels: int, kernel: tuple, stride: tuple, simd: in
     f.add("ff", "control", 50)
     rows = kernel[0] + stride[0]
     f.add_memory("buffer", auto_ram_cost(rows * in_w * channels // simd, simd * bits, family))
-    f.add("ff", "output", simd * bits)
+    # The read word twice (the memory's register and the one after it), the candidate's
+    # address, row and release count.
+    f.add("ff", "output", 2 * simd * bits)
+    f.add("ff", "candidate", (rows * in_w * channels // simd).bit_length() + 2 * 8)
     return f
