@@ -35,11 +35,12 @@ one carry-in per segment.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, Value
+from amaranth.hdl import Array, Cat, Const, Signal, Value
 
 from .csd import AdderGraph, Term
 
-__all__ = ["popcount_terms", "chain_luts", "CHAIN_POSITIONS", "GROUP"]
+__all__ = ["popcount_terms", "chain_luts", "ge_constant", "ge_constant_luts",
+           "CHAIN_POSITIONS", "GROUP"]
 
 GROUP = 3
 # Carry-chain positions per packed addition: about as long as the widest adders of a
@@ -58,6 +59,40 @@ def chain_luts(positions: int) -> int:
     if positions <= 4:
         return 2 * positions
     return 2 * -(-positions // 2)
+
+
+def ge_constant_luts(width: int) -> int:
+    """LUT4s of :func:`ge_constant` on a ``width``-bit value."""
+    return 1 + max(0, -(-(width - 4) // 3))
+
+
+def ge_constant(m, v: Value, t: int, name: str) -> Value:
+    """``v >= t`` for a constant ``t`` as a ripple of LUT4s: the lowest four bits of ``v``
+    in the first, three more and the previous result in each next one. Each result is a
+    kept signal, so that Yosys maps every step to one LUT4: as a comparison it makes a
+    carry chain (a LUT4 per bit, plus rounding), and ABC would fold the whole function into
+    a LUT7 (ECP5: five LUT4s for a 7-bit compare against two)."""
+    v = Value.cast(v)
+    width = len(v)
+    u = v.as_unsigned()
+    if v.shape().signed:                # offset binary: order-preserving
+        u = u ^ (1 << (width - 1))
+        t += 1 << (width - 1)
+    if t <= 0:
+        return Const(1, 1)
+    if t >= 1 << width:
+        return Const(0, 1)
+    step = min(4, width)
+    ge = u[:step] >= (t & ((1 << step) - 1))
+    k = 0
+    while step < width:
+        keep = Signal(name=f"{name}_ge{k}", attrs={"keep": 1})
+        m.d.comb += keep.eq(ge)
+        top = min(width, step + 3)
+        chunk, want = u[step:top], (t >> step) & ((1 << (top - step)) - 1)
+        ge = (chunk > want) | ((chunk == want) & keep)
+        step, k = top, k + 1
+    return ge
 
 
 def _bits(n: int) -> int:

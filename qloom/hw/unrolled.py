@@ -37,7 +37,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import Rounding
-from .compressor import chain_luts, popcount_terms
+from .compressor import chain_luts, ge_constant, ge_constant_luts, popcount_terms
 from .csd import AdderGraph, Node, Term
 from .threshold import ThresholdSpec
 from .types import shape_of
@@ -197,20 +197,30 @@ class _ThresholdOp:
         self.bias, self.sign = int(spec.bias[channel]), int(spec.sign[channel])
         k = len(t)
         self.plain = self.bias == 0 and self.sign == 1
-        self.levels = 1 + math.ceil(math.log2(k)) + (0 if self.plain else 1)
         out_bits = shape_of(spec.out_type).width
-        self.luts = k * in_node.bits + (k - 1) * max(1, k.bit_length()) + \
-            (0 if self.plain else out_bits)
+        # One threshold (a binary activation): a ripple of LUT4s, three bits each
+        # (compressor.ge_constant); a LUT and its route are about half an adder level.
+        self.lut_compare = k == 1
+        if self.lut_compare:
+            compare = ge_constant_luts(in_node.bits)
+            self.levels = -(-compare // 2) + (0 if self.plain else 1)
+            self.luts = compare + (0 if self.plain else out_bits)
+        else:
+            self.levels = 1 + math.ceil(math.log2(k)) + (0 if self.plain else 1)
+            self.luts = k * in_node.bits + (k - 1) * max(1, k.bit_length()) + \
+                (0 if self.plain else out_bits)
 
     def evaluate(self, v):
         node = v >> self.in_shift
         count = (node[..., None] >= self.thresholds).sum(-1)
         return self.bias + self.sign * count
 
-    def build(self, v: Value) -> Value:
+    def build_in(self, m, name: str, v: Value) -> Value:
         node = v >> self.in_shift
-        count = Cat(*[node >= int(t) for t in self.thresholds]) if len(self.thresholds) == 1 \
-            else _tree([node >= int(t) for t in self.thresholds])
+        if self.lut_compare:
+            count = ge_constant(m, node, int(self.thresholds[0]), name)
+        else:
+            count = _tree([node >= int(t) for t in self.thresholds])
         if self.plain:
             return count
         return self.bias + (count if self.sign > 0 else -count)
@@ -528,8 +538,11 @@ class UnrolledChain(wiring.Component):
                 if node.op == "add":
                     m.d.comb += sig.eq(self._adder(node, _passthrough(g, node), s, operand))
                 else:
-                    m.d.comb += sig.eq(node.info.build(*[operand(t, s)
-                                                         for t in node.operands]))
+                    ops = [operand(t, s) for t in node.operands]
+                    # An operation that needs its own kept signals builds into ``m``.
+                    value = (node.info.build_in(m, f"n{n}", *ops)
+                             if hasattr(node.info, "build_in") else node.info.build(*ops))
+                    m.d.comb += sig.eq(value)
                 copies[n] = [sig]
             for k in range(d.registers(n)):
                 reg = Signal(Value.cast(copies[n][0]).shape(), name=f"n{n}_r{k + 1}",

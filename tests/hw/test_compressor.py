@@ -10,6 +10,8 @@ import re
 import numpy as np
 import pytest
 from amaranth.back import rtlil
+from amaranth.hdl import Cat, Module, Signal, signed, unsigned
+from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -149,3 +151,29 @@ def test_under_one_chain_position_per_synapse():
     assert len(tables) <= 8 * -(-64 // compressor.GROUP)
     assert sum(c.positions for c in chains) < 0.9 * 64 * 64
     assert all(c.positions >= 5 for c in chains[:-1])
+
+
+@pytest.mark.parametrize("shape", [unsigned(3), unsigned(7), signed(6), unsigned(10)])
+def test_ge_constant_against_every_value_and_threshold(shape):
+    """The LUT ripple compare, for every input value and every threshold from below the
+    range to above it."""
+    lo, hi = (-(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1) if shape.signed \
+        else (0, (1 << shape.width) - 1)
+    thresholds = list(range(lo - 1, hi + 3, max(1, (hi - lo) // 40)))
+    m = Module()
+    v = Signal(shape)
+    outs = Signal(len(thresholds))
+    m.d.comb += outs.eq(Cat(*[compressor.ge_constant(m, v, t, f"c{k}")
+                              for k, t in enumerate(thresholds)]))
+    sim = Simulator(m)
+
+    async def bench(ctx):
+        for x in range(lo, hi + 1):
+            ctx.set(v, x)
+            got = ctx.get(outs)
+            assert [(got >> k) & 1 for k in range(len(thresholds))] == \
+                [int(x >= t) for t in thresholds], x
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert compressor.ge_constant_luts(7) == 2 and compressor.ge_constant_luts(10) == 3
