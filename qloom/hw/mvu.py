@@ -21,7 +21,7 @@ registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
 either side: ``SF - 1 + 2 + register_operands + register_products + register_adder_tree +
 tree_stages + (1 if thresholds are fused, 2 if their compares are registered:
-``qloom.hw.threshold.compare_register``) + (2 with ECP5 DSP blocks, see
+``qloom.hw.threshold.compare_register``) + (3 with ECP5 DSP blocks, see
 qloom.hw.dsp)``; a registered adder tree has a register after every ``TREE_LEVELS``
 adder levels (``tree_stages`` of them inside it). The operand register holds the
 weight and input buffer reads as they leave their memories (the stream/buffer select
@@ -351,17 +351,22 @@ class MVU(wiring.Component):
             m.d.comb += Value.cast(x_sel).eq(Mux(x_from_stream, Value.cast(x),
                                                  Value.cast(x_buffered)))
             x = x_sel
-        # DSP blocks with their own registers take the registered operands and give the
-        # product two cycles later, after the product stage and one more register stage
-        # (fed straight from the input buffer's LUT RAM, the blocks' input registers were
-        # the ECP5 critical path: 16.6 ns, 9.2 of them routing to the block).
+        # DSP blocks with their own registers take the operands through one more register
+        # of their own (which placement puts near the block: from the operand register the
+        # route alone took 9.75 ns to a block 107 columns away on the jet tagger) and give
+        # the product two cycles later; the other lanes wait in the product stage and two
+        # more register stages (fed straight from the input buffer's LUT RAM, the blocks'
+        # input registers were the ECP5 critical path: 16.6 ns, 9.2 of them routing).
         blocks = {}
         if self._dsp_primitive:
             for lane in range(self._dsp_count):
                 p, s = divmod(lane, self._simd)
-                block = Ecp5Multiplier(Value.cast(w[p][s]).shape(), Value.cast(x[s]).shape())
+                a = Signal.like(Value.cast(w[p][s]), name=f"to_dsp{lane}_a", reset_less=True)
+                b = Signal.like(Value.cast(x[s]), name=f"to_dsp{lane}_b", reset_less=True)
+                m.d.sync += [a.eq(w[p][s]), b.eq(x[s])]
+                block = Ecp5Multiplier(a.shape(), b.shape())
                 m.submodules[f"dsp{lane}"] = block
-                m.d.comb += [block.a.eq(w[p][s]), block.b.eq(x[s]), block.ce.eq(1)]
+                m.d.comb += [block.a.eq(a), block.b.eq(b), block.ce.eq(1)]
                 blocks[lane] = block.p
 
         # Each lane gives one or more terms of its PE's sum: a lane on a DSP block a
@@ -392,6 +397,7 @@ class MVU(wiring.Component):
             terms = [nibble_counts(vector, self._simd) for (vector,) in terms]
         if self._dsp_primitive:
             terms, tag = self._stage(m, "aligned", terms, tag)
+            terms, tag = self._stage(m, "aligned_route", terms, tag)
         for lane, product in blocks.items():
             terms[lane // self._simd][placeholders[lane]] = product
         if self._dsp_primitive:
@@ -531,7 +537,7 @@ def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_bl
             register_adder_tree: bool, tree_stages: int, thresholds: int) -> int:
     """The MVU's latency (see the module documentation) from its register stages
     (``thresholds``: the fused thresholds' stages, 0 without)."""
-    return (sf + 1 + register_operands + register_products + 2 * dsp_blocks
+    return (sf + 1 + register_operands + register_products + 3 * dsp_blocks
             + register_adder_tree + tree_stages + thresholds)
 
 
@@ -624,10 +630,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
             # more stages.
             in_blocks = dsps if dsp_blocks else 0
             lut_lanes = pe * simd - dsps
-            product_stages = 3 if in_blocks else 1
+            product_stages = 4 if in_blocks else 1
             f.add("ff", "products", (pe * simd - in_blocks) * (ib + wb) * product_stages
                   + lut_lanes * (product_parts(ib, wb) - 1) * (ib + wb) * product_stages
-                  + in_blocks * (ib + wb))
+                  + in_blocks * (ib + wb) * 2)
             if simd > 1:
                 f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))
     if pipeline and operand_register(mac, family):

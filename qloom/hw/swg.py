@@ -226,7 +226,10 @@ class SlidingWindow(wiring.Component):
         m.d.comb += self.o.payload.eq(Mux(pad2, pad_word, data2))
         with m.If(advance):
             m.d.sync += [valid1.eq(ready_c), pad1.eq(pad_c),
-                         valid2.eq(valid1), pad2.eq(pad1), data2.eq(rp.data)]
+                         valid2.eq(valid1), pad2.eq(pad1)]
+        # A whole-signal assignment: a register without reset under `If` is an `always @*`
+        # block that Icarus -g2012 never runs at time 0 (see qloom.sim.rtl_check).
+        m.d.sync += data2.eq(Mux(advance, rp.data, data2))
 
         inner = [(cw, CW), (kw, KW), (kh, KH)]
         if self._order is WindowOrder.C_KH_KW:

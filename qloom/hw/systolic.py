@@ -11,8 +11,9 @@ Dataflow. The matrix is cut into ``cols x rows`` tiles ``(n, k)``; processing el
 indexed by the tile number ``t = n*(MW/rows) + k`` that travels with the data. An input
 vector is stored once in a double-buffered vector buffer and streamed ``MH/cols`` times,
 one word (one K-tile) per cycle, tile after tile. Lane ``r`` is delayed ``r`` cycles (input
-skew) and moves right one column per cycle; partial sums move down one row per cycle, so a
-PE's critical path is one multiply and one add. At the bottom, each column accumulates its
+skew) and moves right one column per cycle; partial sums move down one row per cycle. A PE
+registers its product before adding it, so its paths are one multiply or one add (the two in
+one cycle ran the ECP5-85F bench at 116.8 MHz). At the bottom, each column accumulates its
 ``MW/rows`` K-tile sums; the columns' results are re-aligned (output de-skew) and written
 into an output FIFO.
 
@@ -52,8 +53,9 @@ def _lut_multiply(w, x):
 class _ProcessingElement(wiring.Component):
     """One MAC stage. ``x_in``/``t_in`` (input value and tile number) arrive registered from
     the left and leave registered to the right one cycle later; the weight of tile ``t_in``
-    is read from local memory and ``psum_out = psum_in + w * x_in`` is registered two cycles
-    after ``x_in`` arrives. ``psum_in`` must be the ``psum_out`` of the PE above."""
+    is read from local memory, the product ``w * x_in`` registered two cycles after ``x_in``
+    arrives and ``psum_out = psum_in + product`` one cycle later. ``psum_in`` must be the
+    ``psum_out`` of the PE above."""
 
     def __init__(self, *, weights, w_shape, x_shape, t_shape, acc_shape, use_dsp):
         self._weights = [int(w) for w in weights]
@@ -80,7 +82,8 @@ class _ProcessingElement(wiring.Component):
             product = weight * x_delayed
         else:
             product = _lut_multiply(weight, x_delayed)
-        m.d.sync += self.psum_out.eq(self.psum_in + product)
+        product_reg = Signal(self.psum_out.shape(), reset_less=True)
+        m.d.sync += [product_reg.eq(product), self.psum_out.eq(self.psum_in + product_reg)]
         return m
 
 
@@ -151,14 +154,14 @@ class SystolicArray(wiring.Component):
         """Cycles from the transfer of a vector's last input word to the transfer of its
         first output word, on an idle array with ``o`` ready: ``k_tiles`` to issue the
         vector's words for output word 0 (the first one the cycle after the bank fills),
-        ``rows + cols + 1`` through the skewed array (a PE takes two cycles: weight read,
-        then multiply-add), one in the column accumulator and two through the output FIFO."""
-        return self.k_tiles + self._rows + self._cols + 4
+        ``rows + cols + 2`` through the skewed array (a PE takes three cycles: weight read,
+        multiply, add), one in the column accumulator and two through the output FIFO."""
+        return self.k_tiles + self._rows + self._cols + 5
 
     @property
     def _fifo_depth(self) -> int:
         # enough credits to cover the issue -> FIFO -> credit round trip at full rate
-        return -(-(self._rows + self._cols + 8) // self.k_tiles) + 1
+        return -(-(self._rows + self._cols + 9) // self.k_tiles) + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -258,13 +261,13 @@ class SystolicArray(wiring.Component):
                 if r > 0:
                     m.d.comb += pe.psum_in.eq(pes[r - 1][c].psum_out)
 
-        # Bottom: column c's K-tile sum is in psum_out of the last row `rows + 1 + c` cycles
+        # Bottom: column c's K-tile sum is in psum_out of the last row `rows + 2 + c` cycles
         # after stage 0. Accumulate over K-tiles, then delay column c by `cols - 1 - c`.
         results = Signal(self.o.payload.shape())
         out_valid = None
         for c in range(cols):
             ctrl = Signal(ctrl_layout, name=f"ctrl_bottom{c}")
-            m.d.comb += ctrl.eq(delayed(ctrl0, rows + 1 + c, f"ctrl{c}"))
+            m.d.comb += ctrl.eq(delayed(ctrl0, rows + 2 + c, f"ctrl{c}"))
             acc = Signal(acc_shape, name=f"acc{c}")
             done = Signal(acc_shape, name=f"done{c}")
             done_valid = Signal(name=f"done_valid{c}")
@@ -291,7 +294,7 @@ def estimate(*, mh: int, mw: int, rows: int, cols: int, w_bits: int, in_bits: in
     pes = rows * cols
     f.add("lut", "multiplier", (pes - dsps) * lut_multiplier_luts(in_bits, w_bits))
     f.add("lut", "adder", pes * acc_bits)
-    f.add("ff", "pe_registers", pes * (acc_bits + in_bits))
+    f.add("ff", "pe_registers", pes * (2 * acc_bits + in_bits))
     f.add("ff", "skew", rows * in_bits * (rows - 1) // 2 + cols * acc_bits * (cols - 1) // 2)
     f.add("lut", "control", 40)
     f.add("ff", "control", 30)

@@ -82,7 +82,7 @@ def test_systolic_properties():
     assert (dut.n_tiles, dut.k_tiles, dut.cycles_per_vector) == (2, 2, 4)
     assert dut.acc_type == int_type(9)          # 8 * -8 * 3 = -192
     assert dut.out_type == dut.acc_type
-    assert dut.latency == 2 + 4 + 3 + 4
+    assert dut.latency == 2 + 4 + 3 + 5
 
 
 @pytest.mark.slow
