@@ -13,8 +13,8 @@ Two implementations, both taking one word per cycle:
   ``2**s`` thresholds it can be asked for per channel, so the memories hold ``2**L - 1``
   entries per channel (the thresholds padded with "never crossed") and each lane needs only
   ``L`` comparators instead of ``K``: 8 instead of 255 for 8-bit outputs. The price is
-  latency (``2 L + 1`` cycles: each stage registers its memory's read data before the
-  compare) and ``L`` small memories per lane instead of one wide one.
+  latency (``2 L + 2`` cycles: each stage registers its memory's read data before the
+  compare, and the count found is registered before it is coded) and ``L`` small memories per lane instead of one wide one.
 """
 
 from __future__ import annotations
@@ -144,6 +144,7 @@ def estimate(*, channels: int, thresholds: int, lanes: int, in_bits: int, out_bi
         f.add("lut", "search", lanes * steps * (comparator_luts(in_bits) + steps))
         # Per stage and lane: the word and count bits held twice, the read data once.
         f.add("ff", "search", lanes * steps * (2 * (in_bits + steps) + in_bits))
+        f.add("ff", "found", lanes * steps + 1)
         f.add("lut", "control", 30)
         f.add("ff", "control", 10)
         for s in range(steps):
@@ -331,7 +332,7 @@ class Thresholding(wiring.Component):
     def latency(self) -> int:
         if self._mode is ThresholdMode.PARALLEL:
             return 2 + self._table.compare_register
-        return 2 * self._stages + 1
+        return 2 * self._stages + 2
 
     def elaborate(self, platform):
         m = Module()
@@ -416,10 +417,16 @@ class Thresholding(wiring.Component):
         # memory.
         valid, x, folds, counts, meta = take, self.i.payload, fold, [Const(0, stages)] * pe, None
 
-        def hold(name, value, like=None):
-            reg = Signal.like(like if like is not None else value, name=name)
-            with m.If(advance):
-                m.d.sync += reg.eq(value)
+        def hold(name, value, like=None, read=False):
+            # A memory's read register has no reset, so that an ECP5 block RAM can hold it
+            # itself (qloom.flows.ecp5_outreg), and is written as one whole-signal
+            # assignment (one without reset under `If` never runs at time 0 in Icarus).
+            reg = Signal.like(like if like is not None else value, name=name, reset_less=read)
+            if read:
+                m.d.sync += reg.eq(Mux(advance, value, reg))
+            else:
+                with m.If(advance):
+                    m.d.sync += reg.eq(value)
             return reg
 
         for s in range(stages):
@@ -434,7 +441,7 @@ class Thresholding(wiring.Component):
                         meta = meta_layout(meta_port.data)
                     else:
                         meta = hold(f"meta{s + 1}{half}", meta, Signal(meta_layout))
-            data = [hold(f"data{s + 1}_{p}", ports[s][p][1]) for p in range(pe)]
+            data = [hold(f"data{s + 1}_{p}", ports[s][p][1], read=True) for p in range(pe)]
             valid_r, x_r, fold_r, count_r = valid, x, folds, counts
             bit = stages - 1 - s
             counts = []
@@ -445,6 +452,12 @@ class Thresholding(wiring.Component):
                     m.d.comb += ports[s + 1][p][0].addr.eq(Cat(found[bit:], fold_r))
                 counts.append(found)
             valid, x, folds = valid_r, x_r, fold_r
+        # The count found is registered before it is coded: the last compare, the sign and
+        # the bias in one cycle were three carry chains (UNSW-NB15 on the ECP5: 119 MHz).
+        valid = hold("valid_found", valid)
+        counts = [hold(f"found_{p}", counts[p]) for p in range(pe)]
+        if meta is not None:
+            meta = hold("meta_found", meta, Signal(meta_layout))
         with m.If(advance):
             m.d.sync += self.o.valid.eq(valid)
             for p in range(pe):

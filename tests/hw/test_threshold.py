@@ -87,7 +87,7 @@ def test_binary_search_8bit_every_input():
     rng = np.random.default_rng(4)
     spec = random_spec(rng, 2, 255, INT8, UINT8, mixed=False)
     dut = Thresholding(spec=spec, in_type=INT8, pe=2, mode=ThresholdMode.BINARY_SEARCH)
-    assert dut.search_stages == 8 and dut.latency == 17
+    assert dut.search_stages == 8 and dut.latency == 18
     x = np.stack([np.arange(-128, 128), rng.permutation(np.arange(-128, 128))], axis=1)
     out, _ = rtl_threshold(dut, INT8, x, in_stall=0.2, out_stall=0.2)
     np.testing.assert_array_equal(out, ref_threshold(spec, INT8, x))
@@ -115,7 +115,7 @@ def test_search_stages(count, stages):
                          bias=np.zeros(1, dtype=np.int64), sign=np.ones(1, dtype=np.int64),
                          out_type=uint_type(9))
     dut = Thresholding(spec=spec, in_type=INT8, pe=1, mode=ThresholdMode.BINARY_SEARCH)
-    assert (dut.search_stages, dut.latency, dut.cycles_per_word) == (stages, 2 * stages + 1, 1)
+    assert (dut.search_stages, dut.latency, dut.cycles_per_word) == (stages, 2 * stages + 2, 1)
 
 
 def test_spec_reference_and_from_layer():
