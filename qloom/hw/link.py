@@ -10,7 +10,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .fifo import StreamFIFO
+from .skid import SkidBuffer
 from .protocol import CRC_INIT, REQUEST_SYNC, REPLY_SYNC, Status, WireFormat, crc16_step
 
 __all__ = ["frame_layout", "Link"]
@@ -52,12 +52,14 @@ class Link(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         fin, fout = self.input_format, self.output_format
-        # Both accelerator streams pass a two-word FIFO with registered outputs, so no
-        # combinational path runs between the link's state machines and the accelerator
-        # (on the iCEBreaker the transmitter's state -> result.ready -> the accelerator's
-        # output skid buffer -> back was the critical path, 19.4 of 25.2 ns routing).
-        m.submodules.feed_fifo = feed_fifo = StreamFIFO(shape=frame_layout(fin), depth=2)
-        m.submodules.result_fifo = result_fifo = StreamFIFO(shape=frame_layout(fout), depth=2)
+        # Both accelerator streams pass a skid buffer (registered outputs, and a ready that
+        # is a register), so no combinational path runs between the link's state machines
+        # and the accelerator (on the iCEBreaker the transmitter's state -> result.ready ->
+        # the accelerator's output skid buffer -> back was the critical path, 19.4 of 25.2
+        # ns routing), nor from a FIFO's level into the receiver's word counter (its state
+        # -> the feed FIFO's ready -> the counter's enable, the jet tagger's next one).
+        m.submodules.feed_fifo = feed_fifo = SkidBuffer(shape=frame_layout(fin))
+        m.submodules.result_fifo = result_fifo = SkidBuffer(shape=frame_layout(fout))
         wiring.connect(m, feed_fifo.o, wiring.flipped(self.feed))
         wiring.connect(m, wiring.flipped(self.result), result_fifo.i)
         feed, result = feed_fifo.i, result_fifo.o
