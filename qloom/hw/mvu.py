@@ -9,7 +9,8 @@ buffer, later folds read the buffer, and the next vector's first fold follows th
 without a gap. So a vector takes exactly ``NF * SF`` cycles in steady state, and the input
 is ready during ``SF`` of them.
 
-Pipeline: issue (weight memory and buffer addresses) -> operands -> [operand register]
+Pipeline: issue (weight memory and buffer addresses) -> [fetch register: the weights
+addressed a cycle later, when they are a ROM in logic] -> operands -> [operand register]
 -> [products register] -> [adder tree register] -> accumulate -> output queue, plus a
 compare stage when thresholds are fused. The stages have no enable: nothing stalls once
 issued. Flow control is by credit instead of a global stall (whose fan-out to every
@@ -19,8 +20,8 @@ fold step that completes an output is issued only when the output queue
 a register counts the words issued and not yet taken. So ``i.ready`` depends on
 registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
-either side: ``SF - 1 + 2 + register_operands + register_products + register_adder_tree +
-tree_stages + (1 if thresholds are fused, 2 if their compares are registered:
+either side: ``SF - 1 + 2 + fetch_register + register_operands + register_products +
+register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if their compares are registered:
 ``qloom.hw.threshold.compare_register``) + (3 with ECP5 DSP blocks, see
 qloom.hw.dsp)``; a registered adder tree has a register after every ``TREE_LEVELS``
 adder levels (``tree_stages`` of them inside it). The operand register holds the
@@ -83,6 +84,15 @@ def operand_register(multipliers: bool, family) -> bool:
     register, 7.5 ns)."""
     from .estimate import Family
     return multipliers or family is Family.ECP5
+
+
+def fetch_register(weights_style: RamStyle, register_operands: bool) -> bool:
+    """Whether a pipelined MVU addresses its memories from a register of its own, a cycle
+    after issue: when its weights are a ROM in logic. Otherwise the synthesis tools build
+    that ROM from the fold counter's next value (ABC reuses the counter's carry-chain sums:
+    increment -> ROM -> register was the critical path of the jet tagger and of TFC-w1a1 at
+    1 M frames/s on the ECP5-85F, 101.9 and 136.1 MHz)."""
+    return register_operands and weights_style is RamStyle.DISTRIBUTED
 
 
 def tree_terms(*, pe: int, simd: int, datapath: Datapath, dsps: int, parts: int) -> int:
@@ -244,6 +254,7 @@ class MVU(wiring.Component):
         """Cycles from a vector's first input word taken to its first output word taken,
         with no stalls (see the module documentation)."""
         return latency(self.synapse_folds, register_operands=self._register_operands,
+                       fetch=self.fetch_register,
                        register_products=self._register_products,
                        dsp_blocks=self._dsp_primitive is not None,
                        register_adder_tree=self._register_adder_tree,
@@ -286,6 +297,12 @@ class MVU(wiring.Component):
         return spram_image(layout.size, words)
 
     @property
+    def fetch_register(self) -> bool:
+        """Whether the memories are addressed from a register of their own, a cycle after
+        issue (``fetch_register``)."""
+        return fetch_register(self._ram_style, self._register_operands)
+
+    @property
     def output_depth(self) -> int:
         """Words of the output queue (``output_depth``)."""
         return output_depth(self.latency, self.synapse_folds)
@@ -305,7 +322,11 @@ class MVU(wiring.Component):
             w_port = weights
         else:
             w_port = weights.read_port()
-        m.d.comb += [w_port.addr.eq(w_addr), w_port.en.eq(1)]
+        w_fetch = w_addr
+        if self.fetch_register:
+            w_fetch = Signal.like(w_addr, name="w_addr_fetch")
+            m.d.sync += w_fetch.eq(w_addr)
+        m.d.comb += [w_port.addr.eq(w_fetch), w_port.en.eq(1)]
 
         # Operands: the weight word and the input word (from the stream or the buffer).
         tag = {"valid": Signal(), "first": Signal(), "last": Signal()}
@@ -329,6 +350,16 @@ class MVU(wiring.Component):
                          b_write.en.eq(issue & from_stream),
                          b_read.addr.eq(s_fold), b_read.en.eq(1)]
             x_buffered = b_read.data
+        if self.fetch_register:
+            # The weights are read a cycle later (from ``w_addr_fetch``): the input words
+            # and the tag wait a cycle for them (the buffer keeps its read address, so its
+            # write/read order is unchanged).
+            rows = [[x_reg]] + ([[x_buffered]] if x_buffered is not None else [])
+            regs, tag = self._stage(m, "fetch", rows, tag, extra={"from_stream":
+                                                                   x_from_stream})
+            x_reg, x_from_stream = regs[0][0], tag.pop("from_stream")
+            if x_buffered is not None:
+                x_buffered = regs[1][0]
         w = w_layout(w_port.data)
         x = x_reg
         if self._register_operands:
@@ -534,10 +565,12 @@ class MVU(wiring.Component):
 
 
 def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_blocks: bool,
-            register_adder_tree: bool, tree_stages: int, thresholds: int) -> int:
+            register_adder_tree: bool, tree_stages: int, thresholds: int,
+            fetch: bool = False) -> int:
     """The MVU's latency (see the module documentation) from its register stages
-    (``thresholds``: the fused thresholds' stages, 0 without)."""
-    return (sf + 1 + register_operands + register_products + 3 * dsp_blocks
+    (``thresholds``: the fused thresholds' stages, 0 without; ``fetch``:
+    ``fetch_register``)."""
+    return (sf + 1 + fetch + register_operands + register_products + 3 * dsp_blocks
             + register_adder_tree + tree_stages + thresholds)
 
 
@@ -670,7 +703,13 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add_memory("thresholds", memory_cost(mh // pe, pe * lane, family, thresholds_block),
                      bits=mh * lane)
     # The output queue (in logic: a few words read asynchronously) and its credit.
-    depth = output_depth(latency(sf, register_operands=pipeline and operand_register(mac, family),
+    operands = pipeline and operand_register(mac, family)
+    in_logic = not (weights_block or weights_spram)
+    fetch = fetch_register(RamStyle.DISTRIBUTED if in_logic else RamStyle.BLOCK, operands)
+    if fetch:
+        f.add("ff", "fetch", simd * ib * (2 if mh // pe > 1 else 1)
+              + ((mh // pe) * (mw // simd) - 1).bit_length() + 4)
+    depth = output_depth(latency(sf, register_operands=operands, fetch=fetch,
                                  register_products=pipeline, dsp_blocks=dsp_blocks and dsps > 0,
                                  register_adder_tree=pipeline, tree_stages=stages,
                                  thresholds=thresholds and 1 + compare_register(thresholds,

@@ -79,6 +79,13 @@ CASES = {
     "addsub-bipolar-in": (4, 6, 1, 2, INT4, BIPOLAR, None, {}),
     "addsub-fused-4bit": (4, 8, 2, 4, TERNARY, INT4, (15, UINT4), {"register_adder_tree": True}),
     "addsub-registered-operands": (4, 6, 2, 3, BIPOLAR, INT4, None, {"register_operands": True}),
+    # Weights in logic with registered operands: read from a fetch register a cycle later.
+    "xnor-logic-weights-fetch": (6, 12, 2, 3, BIPOLAR, BIPOLAR, None,
+                                 {"ram_style": RamStyle.DISTRIBUTED, "register_operands": True}),
+    "mac-logic-weights-fetch-fused": (6, 12, 2, 3, INT4, UINT4, (3, INT2),
+                                      {"ram_style": RamStyle.DISTRIBUTED, "dsp_budget": 0}),
+    "mac-logic-weights-fetch-nf1": (3, 12, 3, 3, INT4, INT4, None,
+                                    {"ram_style": RamStyle.DISTRIBUTED}),
 }
 
 
