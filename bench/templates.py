@@ -72,21 +72,26 @@ def _mvu(family, mh, mw, pe, simd, w_type, in_type, dsp_budget=None, threshold=F
 
 
 def _thresholding(family, channels, levels, pe, in_bits):
-    from qloom.hw.threshold import ThresholdSpec, Thresholding, mode_for
+    from qloom.hw.estimate import Family
+    from qloom.hw.threshold import ThresholdSpec, Thresholding, compare_register, mode_for
     rng = _rng(channels * levels)
     lo, hi = -(1 << (in_bits - 1)), (1 << (in_bits - 1)) - 1
     spec = ThresholdSpec(thresholds=np.sort(rng.integers(lo, hi, size=(channels, levels)), axis=1),
                          bias=np.zeros(channels, dtype=np.int64),
                          sign=np.ones(channels, dtype=np.int64),
                          out_type=uint_type(max(1, levels.bit_length())))
-    return Thresholding(spec=spec, in_type=int_type(in_bits), pe=pe, mode=mode_for(levels))
+    return Thresholding(spec=spec, in_type=int_type(in_bits), pe=pe, mode=mode_for(levels),
+                        compare_register=compare_register(levels, Family(family)))
 
 
 def _systolic(family, rows, cols, k, n, dsp_budget=None):
+    from qloom.flows.engines.dense import dsp_primitive
     from qloom.hw.systolic import SystolicArray
     weights = _rng(rows * cols).integers(-128, 128, size=(n, k))
     return SystolicArray(weights=weights, w_type=int_type(8), in_type=int_type(8),
-                         rows=rows, cols=cols, dsp_budget=dsp_budget)
+                         rows=rows, cols=cols, dsp_budget=dsp_budget,
+                         dsp_primitive=dsp_primitive(_options(family), int_type(8),
+                                                     int_type(8)))
 
 
 def _swg(family, size, channels, simd):

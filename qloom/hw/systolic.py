@@ -31,6 +31,7 @@ import numpy as np
 
 from ..nn.dtypes import DataType
 from ..nn.ir import Dense
+from .dsp import Ecp5Multiplier, fits_dsp
 from .estimate import Features
 from .fifo import StreamFIFO
 from .types import shape_of
@@ -57,9 +58,11 @@ class _ProcessingElement(wiring.Component):
     arrives and ``psum_out = psum_in + product`` one cycle later. ``psum_in`` must be the
     ``psum_out`` of the PE above."""
 
-    def __init__(self, *, weights, w_shape, x_shape, t_shape, acc_shape, use_dsp):
+    def __init__(self, *, weights, w_shape, x_shape, t_shape, acc_shape, use_dsp,
+                 dsp_primitive=False):
         self._weights = [int(w) for w in weights]
         self._w_shape, self._use_dsp = w_shape, use_dsp
+        self._dsp_primitive = dsp_primitive
         super().__init__({
             "x_in": In(x_shape), "t_in": In(t_shape), "psum_in": In(acc_shape),
             "x_out": Out(x_shape), "t_out": Out(t_shape), "psum_out": Out(acc_shape),
@@ -78,12 +81,22 @@ class _ProcessingElement(wiring.Component):
         x_delayed = Signal.like(self.x_in)
         m.d.sync += [self.x_out.eq(self.x_in), self.t_out.eq(self.t_in),
                      x_delayed.eq(self.x_in)]
-        if self._use_dsp:
-            product = weight * x_delayed
-        else:
-            product = _lut_multiply(weight, x_delayed)
         product_reg = Signal(self.psum_out.shape(), reset_less=True)
-        m.d.sync += [product_reg.eq(product), self.psum_out.eq(self.psum_in + product_reg)]
+        if self._dsp_primitive and self._use_dsp:
+            # The block's own input and output registers: the product two cycles later.
+            m.submodules.dsp = block = Ecp5Multiplier(weight.shape(), x_delayed.shape())
+            m.d.comb += [block.a.eq(weight), block.b.eq(x_delayed), block.ce.eq(1),
+                         product_reg.eq(block.p)]
+        else:
+            product = (weight * x_delayed if self._use_dsp
+                       else _lut_multiply(weight, x_delayed))
+            m.d.sync += product_reg.eq(product)
+            if self._dsp_primitive:
+                # Another register, to match the array's DSP blocks (two cycles).
+                late = Signal.like(product_reg, reset_less=True)
+                m.d.sync += late.eq(product_reg)
+                product_reg = late
+        m.d.sync += self.psum_out.eq(self.psum_in + product_reg)
         return m
 
 
@@ -93,10 +106,14 @@ class SystolicArray(wiring.Component):
 
     ``dsp_budget`` caps the PEs whose multiplier is written as ``*`` (mapped to DSP blocks
     by synthesis); the others use shift-and-add logic. ``None``: every PE uses ``*``.
+    ``dsp_primitive="ecp5"`` puts those multipliers on MULT18X18D blocks with their own
+    registers (``qloom.hw.dsp``; written as ``*``, Yosys bypasses them and the block's
+    multiply set the ECP5 bench at 136.6 MHz), every PE then taking a cycle more.
     """
 
     def __init__(self, *, weights: np.ndarray, w_type: DataType, in_type: DataType,
-                 rows: int, cols: int, dsp_budget: int | None = None):
+                 rows: int, cols: int, dsp_budget: int | None = None,
+                 dsp_primitive: str | None = None):
         for name, dtype in (("w_type", w_type), ("in_type", in_type)):
             if not isinstance(dtype, DataType):
                 raise TypeError(f"{name} must be a qloom DataType, not {dtype!r}")
@@ -113,6 +130,13 @@ class SystolicArray(wiring.Component):
         if not w_type.allows(weights):
             raise ValueError(f"weights must be values of w_type {w_type}, in "
                              f"[{w_type.min}, {w_type.max}]")
+        if dsp_primitive not in (None, "ecp5"):
+            raise ValueError(f"DSP primitive must be None or 'ecp5', not {dsp_primitive!r}")
+        if dsp_primitive:
+            for name, dtype in (("w_type", w_type), ("in_type", in_type)):
+                if not fits_dsp(shape_of(dtype)):
+                    raise ValueError(f"{name} {dtype} does not fit an ECP5 MULT18X18D "
+                                     f"(signed up to 18 bits, unsigned up to 17)")
         mh, mw = weights.shape
         if mw % rows:
             raise ValueError(f"MW ({mw}) must be divisible by rows ({rows})")
@@ -122,6 +146,7 @@ class SystolicArray(wiring.Component):
         self._w_type, self._in_type = w_type, in_type
         self._rows, self._cols = rows, cols
         self._dsp_count = rows * cols if dsp_budget is None else min(dsp_budget, rows * cols)
+        self._dsp_primitive = dsp_primitive if self._dsp_count else None
         self._acc_type = Dense("systolic", ("x",), "y", weights=self._weights, w_type=w_type,
                                in_type=in_type).acc_type
         super().__init__({
@@ -155,13 +180,19 @@ class SystolicArray(wiring.Component):
         first output word, on an idle array with ``o`` ready: ``k_tiles`` to issue the
         vector's words for output word 0 (the first one the cycle after the bank fills),
         ``rows + cols + 2`` through the skewed array (a PE takes three cycles: weight read,
-        multiply, add), one in the column accumulator and two through the output FIFO."""
-        return self.k_tiles + self._rows + self._cols + 5
+        multiply, add; one more with ECP5 DSP blocks, whose product takes two), one in the
+        column accumulator and two through the output FIFO."""
+        return self.k_tiles + self._rows + self._cols + 5 + self._pe_extra
 
     @property
     def _fifo_depth(self) -> int:
         # enough credits to cover the issue -> FIFO -> credit round trip at full rate
-        return -(-(self._rows + self._cols + 9) // self.k_tiles) + 1
+        return -(-(self._rows + self._cols + 9 + self._pe_extra) // self.k_tiles) + 1
+
+    @property
+    def _pe_extra(self) -> int:
+        """Cycles a PE takes beyond three: one with ECP5 DSP blocks (``dsp_primitive``)."""
+        return int(self._dsp_primitive is not None)
 
     def elaborate(self, platform):
         m = Module()
@@ -250,7 +281,8 @@ class SystolicArray(wiring.Component):
                     weights=[self._weights[n * cols + c, k * rows + r]
                              for n in range(nt) for k in range(kt)],
                     w_shape=w_shape, x_shape=x_shape, t_shape=t0.shape(),
-                    acc_shape=acc_shape, use_dsp=r * cols + c < self._dsp_count)
+                    acc_shape=acc_shape, use_dsp=r * cols + c < self._dsp_count,
+                    dsp_primitive=self._dsp_primitive is not None)
                 m.submodules[f"pe_{r}_{c}"] = pes[r][c] = pe
                 if c == 0:
                     m.d.comb += [pe.x_in.eq(delayed(x0[r], r, f"skew{r}_x")),
@@ -267,7 +299,7 @@ class SystolicArray(wiring.Component):
         out_valid = None
         for c in range(cols):
             ctrl = Signal(ctrl_layout, name=f"ctrl_bottom{c}")
-            m.d.comb += ctrl.eq(delayed(ctrl0, rows + 2 + c, f"ctrl{c}"))
+            m.d.comb += ctrl.eq(delayed(ctrl0, rows + 2 + self._pe_extra + c, f"ctrl{c}"))
             acc = Signal(acc_shape, name=f"acc{c}")
             done = Signal(acc_shape, name=f"done{c}")
             done_valid = Signal(name=f"done_valid{c}")
@@ -285,7 +317,7 @@ class SystolicArray(wiring.Component):
 
 
 def estimate(*, mh: int, mw: int, rows: int, cols: int, w_bits: int, in_bits: int,
-             acc_bits: int, dsps: int, family) -> Features:
+             acc_bits: int, dsps: int, family, dsp_blocks: bool = False) -> Features:
     """The array's resources (:class:`qloom.hw.estimate.Features`): per PE a multiplier
     (a DSP block for ``dsps`` of them, shift-and-add logic for the rest), an adder and its
     partial-sum and operand registers; the weight memory; the skew registers."""
@@ -295,6 +327,9 @@ def estimate(*, mh: int, mw: int, rows: int, cols: int, w_bits: int, in_bits: in
     f.add("lut", "multiplier", (pes - dsps) * lut_multiplier_luts(in_bits, w_bits))
     f.add("lut", "adder", pes * acc_bits)
     f.add("ff", "pe_registers", pes * (2 * acc_bits + in_bits))
+    if dsp_blocks and dsps:
+        # The second product register of the PEs without a block (``dsp_primitive``).
+        f.add("ff", "pe_registers", (pes - dsps) * acc_bits)
     f.add("ff", "skew", rows * in_bits * (rows - 1) // 2 + cols * acc_bits * (cols - 1) // 2)
     f.add("lut", "control", 40)
     f.add("ff", "control", 30)

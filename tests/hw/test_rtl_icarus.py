@@ -84,13 +84,16 @@ SYSTOLIC = [
 ]
 
 
+@pytest.mark.parametrize("dsp_primitive", [None, "ecp5"])
 @pytest.mark.parametrize("mh,mw,rows,cols,w_type,in_type,dsp_budget", SYSTOLIC)
-def test_systolic_array_verilog(mh, mw, rows, cols, w_type, in_type, dsp_budget):
+def test_systolic_array_verilog(mh, mw, rows, cols, w_type, in_type, dsp_budget,
+                                dsp_primitive):
+    """Also with ECP5 DSP blocks (the MULT18X18D model), whose PEs take a cycle more."""
     rng = np.random.default_rng(mh * 100 + mw)
     weights = random_values(w_type, (mh, mw), rng)
     x = random_values(in_type, (3, mw), rng)
     dut = SystolicArray(weights=weights, w_type=w_type, in_type=in_type, rows=rows,
-                        cols=cols, dsp_budget=dsp_budget)
+                        cols=cols, dsp_budget=dsp_budget, dsp_primitive=dsp_primitive)
     expect = ref_gemm(weights, w_type, in_type, x).reshape(-1, cols).tolist()
     out = run_component_icarus(dut, in_type.encode(x).reshape(-1, rows).tolist(),
                                len(expect), stall=0.3, seed=mh)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...nn.ir import Conv, MultiThreshold
 from .base import Engine, Fold, divisors
-from .dense import (datapath_of, memory_styles, mvu_features, mvu_registers,
+from .dense import (datapath_of, dsp_primitive, memory_styles, mvu_features, mvu_registers,
                     threshold_compare_register, threshold_spec)
 
 __all__ = ["ConvEngine"]
@@ -74,7 +74,9 @@ class ConvEngine(Engine):
                                       options=options, dsps=dsps))]
         array = systolic.estimate(mh=self.out_c, mw=self.mw, rows=fold.simd, cols=fold.pe,
                                   w_bits=conv.w_type.bits, in_bits=conv.in_type.bits,
-                                  acc_bits=acc_bits, dsps=dsps, family=family)
+                                  acc_bits=acc_bits, dsps=dsps, family=family,
+                                  dsp_blocks=dsp_primitive(options, conv.w_type,
+                                                           conv.in_type) is not None)
         parts = [("_swg", window), ("", array)]
         if self.threshold is not None:
             t = self.threshold
@@ -113,7 +115,9 @@ class ConvEngine(Engine):
         if self.systolic:
             from ...hw.systolic import SystolicArray
             unit = SystolicArray(weights=weights, w_type=conv.w_type, in_type=conv.in_type,
-                                 rows=fold.simd, cols=fold.pe, dsp_budget=dsps)
+                                 rows=fold.simd, cols=fold.pe, dsp_budget=dsps,
+                                 dsp_primitive=dsp_primitive(options, conv.w_type,
+                                                             conv.in_type))
         else:
             from ...hw.mvu import MVU
             unit_acc_bits = conv.acc_type(self.in_c).bits
