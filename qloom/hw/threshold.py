@@ -147,9 +147,12 @@ def estimate(*, channels: int, thresholds: int, lanes: int, in_bits: int, out_bi
         f.add("ff", "found", lanes * steps + 1)
         f.add("lut", "control", 30)
         f.add("ff", "control", 10)
+        # From stage 1 on the thresholds are read in pairs, chosen by a mux after the read.
+        f.add("lut", "pairs", lanes * (steps - 1) * in_bits)
         for s in range(steps):
             for _ in range(lanes):
-                f.add_memory("stages", memory_cost(folds * 2 ** s, in_bits, family))
+                f.add_memory("stages", memory_cost(folds * 2 ** max(0, s - 1),
+                                                   in_bits * (2 if s else 1), family))
         return f
     f.add("lut", "compare", lanes * (thresholds * comparator_luts(in_bits)
                                      + adder_tree_luts(thresholds, 1)))
@@ -376,34 +379,43 @@ class Thresholding(wiring.Component):
                 m.d.sync += self.o.payload[p].eq(table.code(counts[p], metas[p]))
 
     def _search_memories(self, m, advance):
-        """Per stage ``s`` and lane ``p`` a memory of ``2**s`` thresholds per fold: at
-        address ``fold * 2**s + j`` the one stage ``s`` compares with once the bits found
-        so far put the count in ``[j * 2**(L-s), (j+1) * 2**(L-s))``."""
+        """Per stage ``s`` and lane ``p`` a memory of the ``2**s`` thresholds per fold that
+        stage ``s`` may compare with: the one at ``j`` once the bits found so far put the
+        count in ``[j * 2**(L-s), (j+1) * 2**(L-s))``. From stage 1 on they are kept in
+        pairs, the two that stage ``s - 1``'s bit chooses between, at address ``fold *
+        2**(s-1) + j // 2``: so a stage's memory is addressed by the bits found before the
+        previous stage (registers), read while that stage compares, and the pair chosen
+        after the read (the previous compare -> address -> block RAM was UNSW-NB15's ECP5
+        critical path, 125 MHz). Returns per stage and lane ``(port, thresholds)``, a
+        list of one threshold (stage 0) or of the pair."""
         table, pe, stages = self._table, self._pe, self._stages
         never = table.hi + 1  # pads up to 2**L - 1 thresholds that no code reaches
         padded = np.full((self.channels, 2 ** stages - 1), never, dtype=np.int64)
         padded[:, :self._spec.num_thresholds] = table.thresholds
         t_shape = shape_of(smallest_type(padded.min(), never))
+        width = t_shape.width
         ports = []
         for s in range(stages):
             span, first = 2 ** (stages - s), 2 ** (stages - 1 - s) - 1
+            ks = [[k] for k in range(2 ** s)] if s == 0 else \
+                [[2 * j, 2 * j + 1] for j in range(2 ** (s - 1))]
             lane_ports = []
             for p in range(pe):
-                init = [[padded[j * pe + p, k * span + first]]
-                        for j in range(table.folds) for k in range(2 ** s)]
-                mem = rom(t_shape, pack_words(init, t_shape.width), self._ram_style)
+                init = [[padded[j * pe + p, k * span + first] for k in pair]
+                        for j in range(table.folds) for pair in ks]
+                mem = rom(unsigned(width * len(ks[0])),
+                          pack_words(init, width), self._ram_style)
                 m.submodules[f"stage{s}_lane{p}"] = mem
                 port = mem.read_port()
                 m.d.comb += port.en.eq(advance)
-                data_ = port.data.as_signed() if t_shape.signed else port.data
-                lane_ports.append((port, data_))
+                lane_ports.append(port)
             ports.append(lane_ports)
-        return ports
+        return ports, t_shape
 
     def _elaborate_search(self, m, advance, take, fold):
         table, pe, stages = self._table, self._pe, self._stages
-        ports = self._search_memories(m, advance)
-        m.d.comb += [ports[0][p][0].addr.eq(fold) for p in range(pe)]
+        ports, t_shape = self._search_memories(m, advance)
+        m.d.comb += [ports[0][p].addr.eq(fold) for p in range(pe)]
         if table.meta_layout is not None:
             meta_mem, meta_layout = table.meta_memory()
             m.submodules.meta = meta_mem
@@ -413,8 +425,9 @@ class Thresholding(wiring.Component):
         # two cycles: the first while stage s's memory is read, the second with the read
         # data registered (a memory's read data straight into the compare was the
         # critical path: a deep LUT ROM on the ECP5, 15 ns, or a block RAM's 5.8 ns
-        # clock-to-out); it compares with stage s's threshold and addresses stage s+1's
-        # memory.
+        # clock-to-out); it compares with stage s's threshold (the one of the pair read
+        # that stage s-1's bit chooses) and addresses stage s+1's memory with the bits
+        # found before it.
         valid, x, folds, counts, meta = take, self.i.payload, fold, [Const(0, stages)] * pe, None
 
         def hold(name, value, like=None, read=False):
@@ -441,15 +454,19 @@ class Thresholding(wiring.Component):
                         meta = meta_layout(meta_port.data)
                     else:
                         meta = hold(f"meta{s + 1}{half}", meta, Signal(meta_layout))
-            data = [hold(f"data{s + 1}_{p}", ports[s][p][1], read=True) for p in range(pe)]
+            data = [hold(f"data{s + 1}_{p}", ports[s][p].data, read=True) for p in range(pe)]
             valid_r, x_r, fold_r, count_r = valid, x, folds, counts
             bit = stages - 1 - s
             counts = []
             for p in range(pe):
+                pair = [data[p].word_select(k, t_shape.width) for k in range(len(data[p])
+                                                                           // t_shape.width)]
+                pair = [t.as_signed() if t_shape.signed else t for t in pair]
+                threshold = pair[0] if s == 0 else Mux(count_r[p][bit + 1], pair[1], pair[0])
                 found = Signal(stages, name=f"found{s + 1}_{p}")
-                m.d.comb += found.eq(count_r[p] | ((x_r[p] >= data[p]) << bit))
+                m.d.comb += found.eq(count_r[p] | ((x_r[p] >= threshold) << bit))
                 if s + 1 < stages:
-                    m.d.comb += ports[s + 1][p][0].addr.eq(Cat(found[bit:], fold_r))
+                    m.d.comb += ports[s + 1][p].addr.eq(Cat(count_r[p][bit + 1:], fold_r))
                 counts.append(found)
             valid, x, folds = valid_r, x_r, fold_r
         # The count found is registered before it is coded: the last compare, the sign and
