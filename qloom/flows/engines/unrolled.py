@@ -19,8 +19,9 @@ __all__ = ["UnrolledEngine", "unroll", "levels_per_stage"]
 # Adder levels between pipeline registers, per family. ECP5 (nextpnr, speed 6), the jet
 # tagger's last layer placed and routed alone: 97 MHz at four levels per stage, 165 MHz at
 # two, 160 MHz at one (its credit counter then sets the clock); the whole jet tagger at
-# four levels was estimated at 38.5 MHz after placement, so two. iCE40 is slower still.
-_LEVELS = {Family.ECP5: 2, Family.GENERIC: 4, Family.ICE40: 2}
+# four levels was estimated at 38.5 MHz after placement, so two. iCE40 (a slower LUT and
+# carry) one.
+_LEVELS = {Family.ECP5: 2, Family.GENERIC: 4, Family.ICE40: 1}
 
 
 def levels_per_stage(options: BuildOptions) -> int:
