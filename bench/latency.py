@@ -27,7 +27,14 @@ from qloom.flows.synth import synthesize
 
 MODELS = Path(__file__).resolve().parents[1] / "examples" / "models"
 TARGETS = {"ice40": ("iCE40UP5K", "SG48"), "ecp5": ("LFE5U-85F", "BG381")}
-_LEVELS = {"ecp5": 4, "ice40": 2}
+
+
+def _levels(family: str) -> int:
+    """The planner's levels per pipeline stage for ``family`` (one rule, in the engine)."""
+    from qloom.flows.cost import Family
+    from qloom.flows.engines.base import BuildOptions
+    from qloom.flows.engines.unrolled import levels_per_stage
+    return levels_per_stage(BuildOptions(family=Family(family)))
 
 
 def layers():
@@ -52,7 +59,7 @@ def unrolled(dense, family, after=None):
     post = ThresholdSpec.from_layer(after) if after is not None else None
     return UnrolledChain(layers=[UnrolledLayer(dense.weights, dense.w_type, dense.in_type,
                                                post)],
-                         levels_per_stage=_LEVELS[family])
+                         levels_per_stage=_levels(family))
 
 
 def _binary(dense) -> bool:
