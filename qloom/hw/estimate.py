@@ -154,9 +154,17 @@ def _ram_logic(depth: int, width: int, family: Family) -> Resources:
     return Resources(lut=4 * cells + width * (math.ceil(depth / 16) - 1), ff=width)
 
 
+# On the ECP5 a ROM in logic whose address drives more LUTs than this (its width times its
+# 16-word leaves) goes to block RAM whatever the LUT count: the jet tagger's 384-bit,
+# 32-word weight ROM spent 6.9 ns routing its address to 768 LUTs (86.8 MHz), where a
+# block RAM with its output register (qloom.flows.ecp5_outreg) has a short path.
+ROM_ADDRESS_FANOUT = 256
+
+
 def use_block_ram(depth: int, width: int, family: Family, writable: bool = False) -> bool:
     """Whether a memory of ``depth`` words of ``width`` bits belongs in block RAM: a
-    read-only one from 17 words on when its LUTs would cost more than the blocks, a
+    read-only one from 17 words on when its LUTs would cost more than the blocks (or, on
+    the ECP5, its address would fan out to more than ``ROM_ADDRESS_FANOUT`` LUTs), a
     writable one when its flip-flops and read mux would."""
     blocks = _LUTS_PER_BRAM[family] * bram_count(depth, width, family)
     if writable:
@@ -164,6 +172,8 @@ def use_block_ram(depth: int, width: int, family: Family, writable: bool = False
         return depth > 2 and logic.lut + logic.ff > blocks
     if depth <= 16:
         return False
+    if family is Family.ECP5 and width * math.ceil(depth / 16) > ROM_ADDRESS_FANOUT:
+        return True
     return rom_luts(depth, width, family) > blocks
 
 
