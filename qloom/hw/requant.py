@@ -95,8 +95,9 @@ class Requantizer(wiring.Component):
 
         fold = Signal(range(max(2, folds)))
         width = self._sum_type.bits + 1
-        next_fold = Signal.like(fold)
-        m.d.comb += next_fold.eq(Mux(fold == folds - 1, 0, fold + 1))
+        # The fold after this one, a register: its compare and increment in front of the
+        # offset table were the jet tagger's iCEBreaker critical path (8 levels).
+        next_fold = Signal.like(fold, init=1 % folds)
         # The lanes' offsets packed in one constant each and selected by a shift, which
         # Yosys writes as an `assign` (an Array would become an `always @*`).
         tables = [Cat(Const(int(b), signed(width)) for b in self._bias[p::self._lanes])
@@ -104,7 +105,8 @@ class Requantizer(wiring.Component):
         offsets = [Signal(signed(width), name=f"offset{p}", init=int(self._bias[p]))
                    for p in range(self._lanes)]
         with m.If(self.i.valid & self.i.ready):
-            m.d.sync += fold.eq(next_fold)
+            m.d.sync += [fold.eq(next_fold),
+                         next_fold.eq(Mux(next_fold == folds - 1, 0, next_fold + 1))]
             m.d.sync += [o.eq(t.word_select(next_fold, width).as_signed())
                          for o, t in zip(offsets, tables)]
         sums = [Signal(signed(width), name=f"sum{p}") for p in range(self._lanes)]
