@@ -5,7 +5,7 @@ its output frame or an error reply."""
 from __future__ import annotations
 
 
-from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -86,7 +86,8 @@ class Link(wiring.Component):
         nword = Signal(range(fin.words))
         addr = Signal(range(fin.frame_bytes + 1))
         idle = Signal(range(self.timeout + 1))
-        expired = Signal()
+        fault = Signal()
+        fault_status = Signal(8)
         len_lo_ok, crc_lo_ok, addr_last = Signal(), Signal(), Signal()
 
         # Input stage: each byte is registered together with the comparisons the receiver
@@ -110,8 +111,13 @@ class Link(wiring.Component):
                          b_crc_hi.eq(payload == rx_crc[8:])]
         with m.Elif(take):
             m.d.sync += byte.eq(0)
+        # One registered fault flag and its status for the receiving states (a UART error
+        # before a timeout): the two tested in turn were part of the receiver's state
+        # logic on the iCEBreaker's critical path.
+        timed_out = (idle == self.timeout - 1) & ~byte
         m.d.sync += [b_error.eq(self.rx_error),
-                     expired.eq((idle == self.timeout - 1) & ~byte)]
+                     fault.eq(self.rx_error | timed_out),
+                     fault_status.eq(Mux(self.rx_error, Status.UART_ERROR, Status.TIMEOUT))]
         m.d.comb += [wp.addr.eq(addr), wp.data.eq(b), rp.addr.eq(addr),
                      feed.payload.data.eq(word[:fin.data_bits])]
 
@@ -130,11 +136,8 @@ class Link(wiring.Component):
 
             def receiving(next_state, *, crc=True):
                 """Common to the states that take a byte: CRC, timeout, UART errors."""
-                with m.If(b_error):
-                    m.d.sync += report.eq(Status.UART_ERROR)
-                    m.next = "REPORT"
-                with m.Elif(expired):
-                    m.d.sync += report.eq(Status.TIMEOUT)
+                with m.If(fault):
+                    m.d.sync += report.eq(fault_status)
                     m.next = "REPORT"
                 with m.Elif(byte):
                     m.d.comb += take.eq(1)
