@@ -22,7 +22,7 @@ registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
 either side: ``SF - 1 + 2 + fetch_register + register_operands + register_products +
 register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if their compares are registered:
-``qloom.hw.threshold.compare_register``) + (3 with ECP5 DSP blocks, see
+``qloom.hw.threshold.compare_register``) + (``DSP_FEED + 2`` with ECP5 DSP blocks, see
 qloom.hw.dsp)``; a registered adder tree has a register after every ``TREE_LEVELS``
 adder levels (``tree_stages`` of them inside it). The operand register holds the
 weight and input buffer reads as they leave their memories (the stream/buffer select
@@ -74,6 +74,10 @@ def _optional_bool(name: str, value) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool or None, not {value!r}")
     return value
+
+
+# Register stages between the operand register and an ECP5 DSP block's own input registers.
+DSP_FEED = 2
 
 
 def operand_register(multipliers: bool, family) -> bool:
@@ -382,19 +386,27 @@ class MVU(wiring.Component):
             m.d.comb += Value.cast(x_sel).eq(Mux(x_from_stream, Value.cast(x),
                                                  Value.cast(x_buffered)))
             x = x_sel
-        # DSP blocks with their own registers take the operands through one more register
-        # of their own (which placement puts near the block: from the operand register the
-        # route alone took 9.75 ns to a block 107 columns away on the jet tagger) and give
-        # the product two cycles later; the other lanes wait in the product stage and two
-        # more register stages (fed straight from the input buffer's LUT RAM, the blocks'
-        # input registers were the ECP5 critical path: 16.6 ns, 9.2 of them routing).
+        # DSP blocks with their own registers take the operands through ``DSP_FEED`` more
+        # registers of their own, which placement spreads along the route to the block (a
+        # design using most of the ECP5-85F's blocks has some of them across the chip:
+        # from the operand register the route alone took 9.75 ns to a block 107 columns
+        # away on the jet tagger, 8.6 ns through one register placed beside its source),
+        # and give the product two cycles later; the other lanes wait in the product stage
+        # and ``DSP_FEED + 1`` more register stages (fed straight from the input buffer's
+        # LUT RAM, the blocks' input registers were the ECP5 critical path: 16.6 ns, 9.2 of
+        # them routing).
         blocks = {}
         if self._dsp_primitive:
             for lane in range(self._dsp_count):
                 p, s = divmod(lane, self._simd)
-                a = Signal.like(Value.cast(w[p][s]), name=f"to_dsp{lane}_a", reset_less=True)
-                b = Signal.like(Value.cast(x[s]), name=f"to_dsp{lane}_b", reset_less=True)
-                m.d.sync += [a.eq(w[p][s]), b.eq(x[s])]
+                a, b = w[p][s], x[s]
+                for k in range(DSP_FEED):
+                    a_reg = Signal.like(Value.cast(a), name=f"to_dsp{lane}_a{k}",
+                                        reset_less=True)
+                    b_reg = Signal.like(Value.cast(b), name=f"to_dsp{lane}_b{k}",
+                                        reset_less=True)
+                    m.d.sync += [a_reg.eq(a), b_reg.eq(b)]
+                    a, b = a_reg, b_reg
                 block = Ecp5Multiplier(a.shape(), b.shape())
                 m.submodules[f"dsp{lane}"] = block
                 m.d.comb += [block.a.eq(a), block.b.eq(b), block.ce.eq(1)]
@@ -428,7 +440,8 @@ class MVU(wiring.Component):
             terms = [nibble_counts(vector, self._simd) for (vector,) in terms]
         if self._dsp_primitive:
             terms, tag = self._stage(m, "aligned", terms, tag)
-            terms, tag = self._stage(m, "aligned_route", terms, tag)
+            for k in range(DSP_FEED):
+                terms, tag = self._stage(m, f"aligned_route{k}", terms, tag)
         for lane, product in blocks.items():
             terms[lane // self._simd][placeholders[lane]] = product
         if self._dsp_primitive:
@@ -570,7 +583,8 @@ def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_bl
     """The MVU's latency (see the module documentation) from its register stages
     (``thresholds``: the fused thresholds' stages, 0 without; ``fetch``:
     ``fetch_register``)."""
-    return (sf + 1 + fetch + register_operands + register_products + 3 * dsp_blocks
+    return (sf + 1 + fetch + register_operands + register_products
+            + (DSP_FEED + 2) * dsp_blocks
             + register_adder_tree + tree_stages + thresholds)
 
 
@@ -663,10 +677,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
             # more stages.
             in_blocks = dsps if dsp_blocks else 0
             lut_lanes = pe * simd - dsps
-            product_stages = 4 if in_blocks else 1
+            product_stages = DSP_FEED + 3 if in_blocks else 1
             f.add("ff", "products", (pe * simd - in_blocks) * (ib + wb) * product_stages
                   + lut_lanes * (product_parts(ib, wb) - 1) * (ib + wb) * product_stages
-                  + in_blocks * (ib + wb) * 2)
+                  + in_blocks * (ib + wb) * (DSP_FEED + 1))
             if simd > 1:
                 f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))
     if pipeline and operand_register(mac, family):
