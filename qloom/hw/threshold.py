@@ -14,7 +14,8 @@ Two implementations, both taking one word per cycle:
   entries per channel (the thresholds padded with "never crossed") and each lane needs only
   ``L`` comparators instead of ``K``: 8 instead of 255 for 8-bit outputs. The price is
   latency (``2 L + 2`` cycles: each stage registers its memory's read data before the
-  compare, and the count found is registered before it is coded) and ``L`` small memories per lane instead of one wide one.
+  compare, and the count found is registered before it is coded) and ``L`` small memories
+  per lane instead of one wide one.
 """
 
 from __future__ import annotations
