@@ -121,7 +121,7 @@ class Link(wiring.Component):
         m.d.comb += [wp.addr.eq(addr), wp.data.eq(b), rp.addr.eq(addr),
                      feed.payload.data.eq(word[:fin.data_bits])]
 
-        with m.FSM(name="rx"):
+        with m.FSM(name="rx") as rx_fsm:
             with m.State("HUNT"):
                 m.d.comb += take.eq(1)
                 m.d.sync += [rx_crc.eq(CRC_INIT), nbyte.eq(0), nword.eq(0), addr.eq(0),
@@ -194,6 +194,12 @@ class Link(wiring.Component):
                     with m.If(last):
                         m.next = "HUNT"
 
+        # One flip-flop per state (Yosys recodes the FSM): the state decode in front of
+        # every enable was most of the receiver's logic depth, the iCEBreaker's critical
+        # path on TFC-w1a1 and the jet tagger (state -> enables, 5-6 levels, mostly
+        # routing on a nearly full UP5K). The boards' clock domains start in reset, which
+        # sets the state, so the power-up value Yosys ignores for a recoded FSM is unused.
+        rx_fsm.state.attrs["fsm_encoding"] = "one-hot"
         self._transmitter(m, result, err_code, sent_error)
         return m
 
@@ -231,7 +237,7 @@ class Link(wiring.Component):
                 if next_state is not None:
                     m.next = next_state
 
-        with m.FSM(name="tx"):
+        with m.FSM(name="tx") as tx_fsm:
             with m.State("IDLE"):
                 m.d.sync += [tx_crc.eq(CRC_INIT), out_byte.eq(0), out_nword.eq(0)]
                 with m.If(err_code != 0):
@@ -271,3 +277,4 @@ class Link(wiring.Component):
                 emit(tx_crc[:8], "CRC1", crc=False)
             with m.State("CRC1"):
                 emit(tx_crc[8:], "IDLE", crc=False)
+        tx_fsm.state.attrs["fsm_encoding"] = "one-hot"
