@@ -22,7 +22,7 @@ registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
 either side: ``SF - 1 + 2 + fetch_register + register_operands + register_products +
 register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if their compares are registered:
-``qloom.hw.threshold.compare_register``) + (``2 DSP_FEED + 1`` with ECP5 DSP blocks, see
+``qloom.hw.threshold.compare_register``) + (``DSP_FEED + 2`` with ECP5 DSP blocks, see
 qloom.hw.dsp)``; a registered adder tree has a register after every ``TREE_LEVELS``
 adder levels (``tree_stages`` of them inside it). The operand register holds the
 weight and input buffer reads as they leave their memories (the stream/buffer select
@@ -76,8 +76,7 @@ def _optional_bool(name: str, value) -> bool | None:
     return value
 
 
-# Register stages between the operand register and an ECP5 DSP block's own input registers,
-# and between its output register and the adder tree.
+# Register stages between the operand register and an ECP5 DSP block's own input registers.
 DSP_FEED = 2
 
 
@@ -446,11 +445,11 @@ class MVU(wiring.Component):
         for lane, product in blocks.items():
             terms[lane // self._simd][placeholders[lane]] = product
         if self._dsp_primitive:
-            # The route from a block to the adder tree gets ``DSP_FEED`` cycles of its own
-            # (with the tree after it, 15.6 ns on the jet tagger, 8.2 of them that route;
-            # through one register, 8.4 ns from a block 76 columns away).
-            for k in range(DSP_FEED):
-                terms, tag = self._stage(m, f"from_dsp{k}_", terms, tag)
+            # The route from a block to the adder tree gets a cycle of its own (with the
+            # tree after it, 15.6 ns on the jet tagger, 8.2 of them that route). It is still
+            # the jet tagger's path (8.4 ns from a block 76 columns away): a second register
+            # stage here did not help, placement put both beside the tree (8.5 ns).
+            terms, tag = self._stage(m, "from_dsp", terms, tag)
         group = 1 << TREE_LEVELS
         for stage in range(self.tree_stages):
             # Sum groups of ``group`` terms (TREE_LEVELS adder levels), register, repeat.
@@ -587,7 +586,7 @@ def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_bl
     (``thresholds``: the fused thresholds' stages, 0 without; ``fetch``:
     ``fetch_register``)."""
     return (sf + 1 + fetch + register_operands + register_products
-            + (2 * DSP_FEED + 1) * dsp_blocks
+            + (DSP_FEED + 2) * dsp_blocks
             + register_adder_tree + tree_stages + thresholds)
 
 
@@ -680,10 +679,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
             # more stages.
             in_blocks = dsps if dsp_blocks else 0
             lut_lanes = pe * simd - dsps
-            product_stages = 2 * DSP_FEED + 2 if in_blocks else 1
+            product_stages = DSP_FEED + 3 if in_blocks else 1
             f.add("ff", "products", (pe * simd - in_blocks) * (ib + wb) * product_stages
                   + lut_lanes * (product_parts(ib, wb) - 1) * (ib + wb) * product_stages
-                  + in_blocks * (ib + wb) * 2 * DSP_FEED)
+                  + in_blocks * (ib + wb) * (DSP_FEED + 1))
             if simd > 1:
                 f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))
     if pipeline and operand_register(mac, family):
