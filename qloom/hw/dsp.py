@@ -21,7 +21,10 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, Shape, Signal, si
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Ecp5Multiplier", "MULT18X18D_MODEL", "fits_dsp", "simulation_models"]
+from .types import shape_of
+
+__all__ = ["Ecp5Multiplier", "MULT18X18D_MODEL", "check_dsp_primitive", "fits_dsp",
+           "simulation_models"]
 
 _WIDTH = 18
 
@@ -29,6 +32,18 @@ _WIDTH = 18
 def fits_dsp(shape: Shape) -> bool:
     """Whether a value of ``shape`` is exact as an 18-bit signed block operand."""
     return shape.width <= (_WIDTH if shape.signed else _WIDTH - 1)
+
+
+def check_dsp_primitive(primitive, operands=()) -> None:
+    """A template's ``dsp_primitive`` argument: None or "ecp5"; with "ecp5", each of
+    ``operands`` (``(label, DataType)`` pairs) must fit a block (``fits_dsp``)."""
+    if primitive not in (None, "ecp5"):
+        raise ValueError(f"DSP primitive must be None or 'ecp5', not {primitive!r}")
+    if primitive:
+        for label, dtype in operands:
+            if not fits_dsp(shape_of(dtype)):
+                raise ValueError(f"{label} {dtype} does not fit an ECP5 MULT18X18D "
+                                 f"(signed up to 18 bits, unsigned up to 17)")
 
 
 class Ecp5Multiplier(wiring.Component):

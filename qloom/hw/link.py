@@ -58,11 +58,11 @@ class Link(wiring.Component):
         # the accelerator's output skid buffer -> back was the critical path, 19.4 of 25.2
         # ns routing), nor from a FIFO's level into the receiver's word counter (its state
         # -> the feed FIFO's ready -> the counter's enable, the jet tagger's next one).
-        m.submodules.feed_fifo = feed_fifo = SkidBuffer(shape=frame_layout(fin))
-        m.submodules.result_fifo = result_fifo = SkidBuffer(shape=frame_layout(fout))
-        wiring.connect(m, feed_fifo.o, wiring.flipped(self.feed))
-        wiring.connect(m, wiring.flipped(self.result), result_fifo.i)
-        feed, result = feed_fifo.i, result_fifo.o
+        m.submodules.feed_skid = feed_skid = SkidBuffer(shape=frame_layout(fin))
+        m.submodules.result_skid = result_skid = SkidBuffer(shape=frame_layout(fout))
+        wiring.connect(m, feed_skid.o, wiring.flipped(self.feed))
+        wiring.connect(m, wiring.flipped(self.result), result_skid.i)
+        feed, result = feed_skid.i, result_skid.o
         # The request is buffered as bytes (one block RAM even for wide, shallow frames);
         # words are assembled from it while feeding, two cycles a byte.
         m.submodules.buffer = buffer = Memory(shape=unsigned(8), depth=fin.frame_bytes,

@@ -50,7 +50,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
-from .dsp import Ecp5Multiplier, fits_dsp as _fits_dsp
+from .dsp import Ecp5Multiplier, check_dsp_primitive
 from .estimate import Features
 from .mvu_datapath import (TREE_LEVELS, Datapath, is_select_type, multiply, nibble_counts,
                            partial_sums, product_parts, select_datapath, select_product,
@@ -90,13 +90,13 @@ def operand_register(multipliers: bool, family) -> bool:
     return multipliers or family is Family.ECP5
 
 
-def fetch_register(weights_style: RamStyle, register_operands: bool) -> bool:
+def fetch_register(weights_in_logic: bool, register_operands: bool) -> bool:
     """Whether a pipelined MVU addresses its memories from a register of its own, a cycle
     after issue: when its weights are a ROM in logic. Otherwise the synthesis tools build
     that ROM from the fold counter's next value (ABC reuses the counter's carry-chain sums:
     increment -> ROM -> register was the critical path of the jet tagger and of TFC-w1a1 at
     1 M frames/s on the ECP5-85F, 101.9 and 136.1 MHz)."""
-    return register_operands and weights_style is RamStyle.DISTRIBUTED
+    return register_operands and weights_in_logic
 
 
 def tree_terms(*, pe: int, simd: int, datapath: Datapath, dsps: int, parts: int) -> int:
@@ -192,17 +192,13 @@ class MVU(wiring.Component):
         self._register_products = mac if register_products is None else register_products
         self._register_adder_tree = (simd > 1 if register_adder_tree is None
                                      else register_adder_tree)
-        if dsp_primitive not in (None, "ecp5"):
-            raise ValueError(f"DSP primitive must be None or 'ecp5', not {dsp_primitive!r}")
+        check_dsp_primitive(dsp_primitive)
         if dsp_primitive and self._dsp_count:
             if not (self._register_operands and self._register_products):
                 raise ValueError("The 'ecp5' DSP primitive works in the operand and "
                                  "product register stages: it needs register_operands and "
                                  "register_products")
-            for role, dtype in (("Weight", w_type), ("Input", in_type)):
-                if not _fits_dsp(shape_of(dtype)):
-                    raise ValueError(f"{role} type {dtype} does not fit an ECP5 MULT18X18D "
-                                     f"(signed up to 18 bits, unsigned up to 17)")
+            check_dsp_primitive(dsp_primitive, [("Weight type", w_type), ("Input type", in_type)])
         self._dsp_primitive = dsp_primitive if self._dsp_count else None
         self._table = (None if threshold is None else
                        _threshold_table(self._weights, w_type, in_type, threshold, pe,
@@ -304,7 +300,7 @@ class MVU(wiring.Component):
     def fetch_register(self) -> bool:
         """Whether the memories are addressed from a register of their own, a cycle after
         issue (``fetch_register``)."""
-        return fetch_register(self._ram_style, self._register_operands)
+        return fetch_register(self._ram_style is RamStyle.DISTRIBUTED, self._register_operands)
 
     @property
     def output_depth(self) -> int:
@@ -720,8 +716,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                      bits=mh * lane)
     # The output queue (in logic: a few words read asynchronously) and its credit.
     operands = pipeline and operand_register(mac, family)
-    in_logic = not (weights_block or weights_spram)
-    fetch = fetch_register(RamStyle.DISTRIBUTED if in_logic else RamStyle.BLOCK, operands)
+    fetch = fetch_register(not (weights_block or weights_spram), operands)
     if fetch:
         f.add("ff", "fetch", simd * ib * (2 if mh // pe > 1 else 1)
               + ((mh // pe) * (mw // simd) - 1).bit_length() + 4)

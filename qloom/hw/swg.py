@@ -26,6 +26,7 @@ from amaranth.lib.wiring import In, Out
 from ..nn.dtypes import DataType
 from .estimate import Features
 from .types import shape_of
+from .weight_mem import read_register
 
 __all__ = ["WindowOrder", "SlidingWindow"]
 
@@ -209,7 +210,6 @@ class SlidingWindow(wiring.Component):
         # the memory (on the ECP5 the block RAM's own, see qloom.flows.ecp5_outreg), both
         # held under backpressure.
         valid1, pad1, valid2, pad2 = Signal(), Signal(), Signal(), Signal()
-        data2 = Signal.like(rp.data, reset_less=True)
         # the writer has begun the frame being read (no padding is emitted ahead of a frame)
         started, ready_c, advance, issue = Signal(), Signal(), Signal(), Signal()
         m.d.comb += [
@@ -223,13 +223,11 @@ class SlidingWindow(wiring.Component):
             self.o.valid.eq(valid2),
         ]
         pad_word = self.o.payload.shape().const([self._pad_code] * self._simd)
+        data2 = read_register(m, rp.data, advance, "data2")
         m.d.comb += self.o.payload.eq(Mux(pad2, pad_word, data2))
         with m.If(advance):
             m.d.sync += [valid1.eq(ready_c), pad1.eq(pad_c),
                          valid2.eq(valid1), pad2.eq(pad1)]
-        # A whole-signal assignment: a register without reset under `If` is an `always @*`
-        # block that Icarus -g2012 never runs at time 0 (see qloom.sim.rtl_check).
-        m.d.sync += data2.eq(Mux(advance, rp.data, data2))
 
         inner = [(cw, CW), (kw, KW), (kh, KH)]
         if self._order is WindowOrder.C_KH_KW:

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..nn.dtypes import DataType
 from ..nn.ir import Dense
-from .dsp import Ecp5Multiplier, fits_dsp
+from .dsp import Ecp5Multiplier, check_dsp_primitive
 from .estimate import Features
 from .fifo import StreamFIFO
 from .types import shape_of
@@ -130,13 +130,7 @@ class SystolicArray(wiring.Component):
         if not w_type.allows(weights):
             raise ValueError(f"weights must be values of w_type {w_type}, in "
                              f"[{w_type.min}, {w_type.max}]")
-        if dsp_primitive not in (None, "ecp5"):
-            raise ValueError(f"DSP primitive must be None or 'ecp5', not {dsp_primitive!r}")
-        if dsp_primitive:
-            for name, dtype in (("w_type", w_type), ("in_type", in_type)):
-                if not fits_dsp(shape_of(dtype)):
-                    raise ValueError(f"{name} {dtype} does not fit an ECP5 MULT18X18D "
-                                     f"(signed up to 18 bits, unsigned up to 17)")
+        check_dsp_primitive(dsp_primitive, [("w_type", w_type), ("in_type", in_type)])
         mh, mw = weights.shape
         if mw % rows:
             raise ValueError(f"MW ({mw}) must be divisible by rows ({rows})")

@@ -34,7 +34,7 @@ from ..nn.ir import MultiThreshold
 from .estimate import Features
 from .mvu_datapath import TREE_LEVELS, tree_sum
 from .types import shape_of
-from .weight_mem import RamStyle, pack_layout, pack_words, rom
+from .weight_mem import RamStyle, pack_layout, pack_words, read_register, rom
 
 __all__ = ["ThresholdSpec", "ThresholdMode", "ThresholdTable", "Thresholding"]
 
@@ -431,16 +431,10 @@ class Thresholding(wiring.Component):
         # found before it.
         valid, x, folds, counts, meta = take, self.i.payload, fold, [Const(0, stages)] * pe, None
 
-        def hold(name, value, like=None, read=False):
-            # A memory's read register has no reset, so that an ECP5 block RAM can hold it
-            # itself (qloom.flows.ecp5_outreg), and is written as one whole-signal
-            # assignment (one without reset under `If` never runs at time 0 in Icarus).
-            reg = Signal.like(like if like is not None else value, name=name, reset_less=read)
-            if read:
-                m.d.sync += reg.eq(Mux(advance, value, reg))
-            else:
-                with m.If(advance):
-                    m.d.sync += reg.eq(value)
+        def hold(name, value, like=None):
+            reg = Signal.like(like if like is not None else value, name=name)
+            with m.If(advance):
+                m.d.sync += reg.eq(value)
             return reg
 
         for s in range(stages):
@@ -455,7 +449,8 @@ class Thresholding(wiring.Component):
                         meta = meta_layout(meta_port.data)
                     else:
                         meta = hold(f"meta{s + 1}{half}", meta, Signal(meta_layout))
-            data = [hold(f"data{s + 1}_{p}", ports[s][p].data, read=True) for p in range(pe)]
+            data = [read_register(m, ports[s][p].data, advance, f"data{s + 1}_{p}")
+                    for p in range(pe)]
             valid_r, x_r, fold_r, count_r = valid, x, folds, counts
             bit = stages - 1 - s
             counts = []

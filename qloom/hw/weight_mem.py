@@ -19,11 +19,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from amaranth.hdl import Shape, ShapeCastable, unsigned
+from amaranth.hdl import Mux, Shape, ShapeCastable, Signal, unsigned
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-__all__ = ["RamStyle", "pack_words", "pack_layout", "rom"]
+__all__ = ["RamStyle", "pack_words", "pack_layout", "rom", "read_register"]
 
 
 class RamStyle(enum.Enum):
@@ -76,3 +76,13 @@ def rom(shape: ShapeCastable | Shape, init: list[int],
                          "with qloom.hw.spram.SpramRom and load it")
     return Memory(shape=unsigned(Shape.cast(shape).width), depth=len(init), init=init,
                   attrs=ram_style.attrs)
+
+
+def read_register(m, data, enable, name: str) -> Signal:
+    """A register taking a memory read port's ``data`` while ``enable``: without reset, so
+    that on the ECP5 a block RAM can hold it itself (qloom.flows.ecp5_outreg), and written
+    as one whole-signal assignment (a register without reset under ``If`` is an
+    ``always @*`` block that Icarus -g2012 never runs at time 0, see qloom.sim.rtl_check)."""
+    reg = Signal.like(data, name=name, reset_less=True)
+    m.d.sync += reg.eq(Mux(enable, data, reg))
+    return reg
