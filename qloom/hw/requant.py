@@ -5,8 +5,8 @@ per lane, the exact stand-in for a many-level threshold unit (see
 A pixel's ``C`` channels arrive as ``C/lanes`` words (word ``j`` lane ``p`` is channel
 ``j*lanes + p``); the per-channel offsets are constants selected by the channel fold.
 Three register stages (add, round, clamp) behind one global stall: one word per cycle,
-latency 3. The offsets of the next word are looked up a word ahead, into a register, so
-that no table read precedes the adder (it made the requantizer the iCE40 critical path).
+latency 3. The offsets are looked up words ahead, into registers, so that no table read
+precedes the adder (it made the requantizer the iCE40 critical path).
 """
 
 from __future__ import annotations
@@ -93,22 +93,28 @@ class Requantizer(wiring.Component):
         advance = Signal()
         m.d.comb += [advance.eq(~self.o.valid | self.o.ready), self.i.ready.eq(advance)]
 
-        fold = Signal(range(max(2, folds)))
         width = self._sum_type.bits + 1
-        # The fold after this one, a register: its compare and increment in front of the
-        # offset table were the jet tagger's iCEBreaker critical path (8 levels).
-        next_fold = Signal.like(fold, init=1 % folds)
         # The lanes' offsets packed in one constant each and selected by a shift, which
         # Yosys writes as an `assign` (an Array would become an `always @*`).
         tables = [Cat(Const(int(b), signed(width)) for b in self._bias[p::self._lanes])
                   for p in range(self._lanes)]
+        # The offsets run three words ahead of the input through registers that all move
+        # when a word is taken: the fold counter, a copy of it that addresses the table,
+        # the looked-up offsets, the offsets in use. The table is read from the copy, which
+        # no increment shares: read from the counter itself (or its next value) the lookup
+        # was the jet tagger's iCEBreaker critical path (6 levels; 8 before the counter).
+        count = Signal(range(max(2, folds)), init=3 % folds)
+        address = Signal.like(count, init=2 % folds)
+        second = (1 % folds) * self._lanes
+        ahead = [Signal(signed(width), name=f"ahead{p}", init=int(self._bias[second + p]))
+                 for p in range(self._lanes)]
         offsets = [Signal(signed(width), name=f"offset{p}", init=int(self._bias[p]))
                    for p in range(self._lanes)]
         with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [fold.eq(next_fold),
-                         next_fold.eq(Mux(next_fold == folds - 1, 0, next_fold + 1))]
-            m.d.sync += [o.eq(t.word_select(next_fold, width).as_signed())
-                         for o, t in zip(offsets, tables)]
+            m.d.sync += [count.eq(Mux(count == folds - 1, 0, count + 1)), address.eq(count)]
+            m.d.sync += [a.eq(t.word_select(address, width).as_signed())
+                         for a, t in zip(ahead, tables)]
+            m.d.sync += [o.eq(a) for o, a in zip(offsets, ahead)]
         sums = [Signal(signed(width), name=f"sum{p}") for p in range(self._lanes)]
         rounded = [Signal(signed(width + 1), name=f"rounded{p}") for p in range(self._lanes)]
         valid1, valid2 = Signal(), Signal()
@@ -133,6 +139,7 @@ def estimate(*, channels: int, lanes: int, in_bits: int, out_bits: int, family) 
     table = memory_cost(channels // lanes, bits, family, block=False)
     f.add("lut", "lanes", lanes * (3 * bits + out_bits))
     f.add("ff", "lanes", lanes * (3 * bits + out_bits))
+    f.add("ff", "lookahead", lanes * bits)
     f.add("lut", "table_lut", lanes * table.lut)
     f.add("ff", "table_ff", lanes * table.ff)
     f.add("lut", "control", 10)

@@ -148,8 +148,8 @@ def estimate(*, channels: int, thresholds: int, lanes: int, in_bits: int, out_bi
         f.add("ff", "found", lanes * steps + 1)
         f.add("lut", "control", 30)
         f.add("ff", "control", 10)
-        # From stage 1 on the thresholds are read in pairs, chosen by a mux after the read.
-        f.add("lut", "pairs", lanes * (steps - 1) * in_bits)
+        # From stage 1 on the thresholds are read in pairs and both compared.
+        f.add("lut", "pairs", lanes * (steps - 1) * comparator_luts(in_bits))
         for s in range(steps):
             for _ in range(lanes):
                 f.add_memory("stages", memory_cost(folds * 2 ** max(0, s - 1),
@@ -385,9 +385,9 @@ class Thresholding(wiring.Component):
         count in ``[j * 2**(L-s), (j+1) * 2**(L-s))``. From stage 1 on they are kept in
         pairs, the two that stage ``s - 1``'s bit chooses between, at address ``fold *
         2**(s-1) + j // 2``: so a stage's memory is addressed by the bits found before the
-        previous stage (registers), read while that stage compares, and the pair chosen
-        after the read (the previous compare -> address -> block RAM was UNSW-NB15's ECP5
-        critical path, 125 MHz). Returns per stage and lane ``(port, thresholds)``, a
+        previous stage (registers), read while that stage compares, and both of the pair
+        compared after the read (the previous compare -> address -> block RAM was
+        UNSW-NB15's ECP5 critical path, 125 MHz). Returns per stage and lane ``(port, thresholds)``, a
         list of one threshold (stage 0) or of the pair."""
         table, pe, stages = self._table, self._pe, self._stages
         never = table.hi + 1  # pads up to 2**L - 1 thresholds that no code reaches
@@ -426,9 +426,9 @@ class Thresholding(wiring.Component):
         # two cycles: the first while stage s's memory is read, the second with the read
         # data registered (a memory's read data straight into the compare was the
         # critical path: a deep LUT ROM on the ECP5, 15 ns, or a block RAM's 5.8 ns
-        # clock-to-out); it compares with stage s's threshold (the one of the pair read
-        # that stage s-1's bit chooses) and addresses stage s+1's memory with the bits
-        # found before it.
+        # clock-to-out); it compares with stage s's thresholds (the pair read, of which
+        # stage s-1's bit chooses the result) and addresses stage s+1's memory with the
+        # bits found before it.
         valid, x, folds, counts, meta = take, self.i.payload, fold, [Const(0, stages)] * pe, None
 
         def hold(name, value, like=None):
@@ -458,9 +458,13 @@ class Thresholding(wiring.Component):
                 pair = [data[p].word_select(k, t_shape.width) for k in range(len(data[p])
                                                                            // t_shape.width)]
                 pair = [t.as_signed() if t_shape.signed else t for t in pair]
-                threshold = pair[0] if s == 0 else Mux(count_r[p][bit + 1], pair[1], pair[0])
+                # Both of a pair are compared and the result bit chosen after: a choice
+                # of threshold before one compare was a LUT between the block RAM and the
+                # carry chain (UNSW-NB15 on the ECP5: 145.7 MHz at 150).
+                crossed = [x_r[p] >= t for t in pair]
+                crossed = crossed[0] if s == 0 else Mux(count_r[p][bit + 1], *crossed[::-1])
                 found = Signal(stages, name=f"found{s + 1}_{p}")
-                m.d.comb += found.eq(count_r[p] | ((x_r[p] >= threshold) << bit))
+                m.d.comb += found.eq(count_r[p] | (crossed << bit))
                 if s + 1 < stages:
                     m.d.comb += ports[s + 1][p].addr.eq(Cat(count_r[p][bit + 1:], fold_r))
                 counts.append(found)

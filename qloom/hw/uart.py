@@ -73,9 +73,9 @@ class UARTTx(wiring.Component):
 
 
 class UARTRx(wiring.Component):
-    """Deserializes the ``rx`` line into bytes on ``o``. ``error`` pulses for one cycle on a
-    framing error (stop bit low) and on an overrun (a byte completed while the previous one
-    was still not taken; the new byte is dropped)."""
+    """Deserializes the ``rx`` line into bytes on ``o``. ``error`` (a register) pulses for
+    one cycle on a framing error (stop bit low) and on an overrun (a byte completed while
+    the previous one was still not taken; the new byte is dropped)."""
 
     def __init__(self, *, divisor: int):
         check_divisor(divisor)
@@ -88,38 +88,51 @@ class UARTRx(wiring.Component):
         rx = Signal(init=1)
         m.submodules.sync = FFSynchronizer(self.rx, rx, init=1)
         timer = Signal(range(self.divisor))
+        # `timer == 0` while counting, as a register: compared in logic, it fed the bit
+        # counter's enable and the byte's valid (the iCEBreaker's critical path once, 5
+        # levels). Every value loaded is at least 1 (MIN_DIVISOR), so a load clears it.
+        expired = Signal()
         shreg = Signal(8)
         bits = Signal(range(9))
 
+        def count_down():
+            m.d.sync += [timer.eq(timer - 1), expired.eq(timer == 1)]
+
+        def load(value):
+            m.d.sync += [timer.eq(value), expired.eq(0)]
+
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
+        m.d.sync += self.error.eq(0)
 
         with m.FSM():
             with m.State("IDLE"):
+                m.d.sync += expired.eq(0)
                 with m.If(~rx):
-                    m.d.sync += timer.eq(self.divisor // 2 - 1)
+                    load(self.divisor // 2 - 1)
                     m.next = "START"
             with m.State("START"):
-                m.d.sync += timer.eq(timer - 1)
-                with m.If(timer == 0):
-                    m.d.sync += [timer.eq(self.divisor - 1), bits.eq(8)]
+                count_down()
+                with m.If(expired):
+                    load(self.divisor - 1)
+                    m.d.sync += bits.eq(8)
                     m.next = "DATA"
                     with m.If(rx):   # a glitch, not a start bit
                         m.next = "IDLE"
             with m.State("DATA"):
-                m.d.sync += timer.eq(timer - 1)
-                with m.If(timer == 0):
-                    m.d.sync += [shreg.eq(Cat(shreg[1:], rx)), bits.eq(bits - 1),
-                                 timer.eq(self.divisor - 1)]
+                count_down()
+                with m.If(expired):
+                    load(self.divisor - 1)
+                    m.d.sync += [shreg.eq(Cat(shreg[1:], rx)), bits.eq(bits - 1)]
                     with m.If(bits == 1):
                         m.next = "STOP"
             with m.State("STOP"):
-                m.d.sync += timer.eq(timer - 1)
-                with m.If(timer == 0):
+                count_down()
+                with m.If(expired):
                     with m.If(~rx):
-                        m.d.comb += self.error.eq(1)              # framing error
+                        m.d.sync += self.error.eq(1)              # framing error
                     with m.Elif(self.o.valid & ~self.o.ready):
-                        m.d.comb += self.error.eq(1)              # overrun
+                        m.d.sync += self.error.eq(1)              # overrun
                     with m.Else():
                         m.d.sync += [self.o.payload.eq(shreg), self.o.valid.eq(1)]
                     m.next = "IDLE"

@@ -9,7 +9,7 @@ from qloom.hw.fifo import StreamFIFO
 from qloom.sim.pysim import run_stream
 
 
-@pytest.mark.parametrize("depth", [1, 2, 5, 16])
+@pytest.mark.parametrize("depth", [1, 2, 3, 5, 16])
 @pytest.mark.parametrize("stall", [0.0, 0.3])
 def test_fifo_passes_every_word_in_order(depth, stall):
     rng = random.Random(depth)

@@ -21,6 +21,8 @@ def reference(bias, shift, rounding, lo, hi, in_type, out_type, x):
     (6, 2, 3, int_type(9), uint_type(4)),
     (4, 4, 0, int_type(5), int_type(4)),
     (3, 1, 5, uint_type(10), uint_type(6)),
+    (2, 1, 1, int_type(6), int_type(4)),        # two folds: the lookahead wraps every word
+    (10, 2, 2, int_type(7), uint_type(3)),      # five folds
 ])
 def test_requant_bit_exact_under_stalls(rounding, channels, lanes, shift, in_type, out_type):
     rng = np.random.default_rng(channels * 10 + shift)

@@ -102,6 +102,8 @@ def test_rx_framing_error_and_overrun():
             ctx.set(dut.rx, 1)
             for _ in range(divisor):
                 await ctx.tick()
+                if ctx.get(dut.error):            # a register: a cycle after the stop bit
+                    events.append(("error", byte))
         await send(0x12, stop=0)          # framing error: dropped
         await send(0x34)                  # kept, never read
         await send(0x56)                  # overrun: dropped
