@@ -452,7 +452,8 @@ class MVU(wiring.Component):
             terms = [[tree_sum(lane[k:k + group]) for k in range(0, len(lane), group)]
                      for lane in terms]
             terms, tag = self._stage(m, f"partial{stage}_", terms, tag)
-        assert all(len(lane) <= group for lane in terms), "tree_stages disagrees with the terms"
+        assert not self._register_adder_tree or all(len(lane) <= group for lane in terms), \
+            "tree_stages disagrees with the terms"
         dots = [tree_sum(lane) for lane in terms]
         if self._register_adder_tree:
             dots, tag = self._stage(m, "dot", [dots], tag)

@@ -212,9 +212,20 @@ class SlidingWindow(wiring.Component):
         valid1, pad1, valid2, pad2 = Signal(), Signal(), Signal(), Signal()
         # the writer has begun the frame being read (no padding is emitted ahead of a frame)
         started, ready_c, advance, issue = Signal(), Signal(), Signal(), Signal()
+        # Whether the writer has begun the read frame and whether the candidate's row is
+        # there, as registers from the bookkeeping one cycle before: compared in logic, the
+        # row compare fed the issue and so every counter's enable (UP5K: 43.2 MHz). A stale
+        # answer is never wrong: within a frame rows only arrive, and the frame's end, when
+        # `avail` drops by H, is an issue that clears both (one bubble per frame). A loaded
+        # candidate's row is compared as it is loaded, so issues run back to back.
+        row_there = Signal()
+        m.d.sync += started.eq(((avail > 0) | ((avail == 0) & (w_col != 0))) & ~frame_read)
+        with m.If(load):
+            m.d.sync += row_there.eq((iy < avail) & ~frame_read)
+        with m.Else():
+            m.d.sync += row_there.eq(iy_c < avail)
         m.d.comb += [
-            started.eq((avail > 0) | ((avail == 0) & (w_col != 0))),
-            ready_c.eq(valid_c & started & (pad_c | (iy_c < avail))),
+            ready_c.eq(valid_c & started & (pad_c | row_there)),
             advance.eq(~valid2 | self.o.ready),
             issue.eq(ready_c & advance),
             load.eq(~valid_c | issue),

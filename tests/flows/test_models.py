@@ -63,7 +63,9 @@ def check(design, name, frames, **options):
     assert res["frames"] == frames
     assert res["mismatches"] == 0, res["first_mismatch"]
     ideal = design.report["ideal_ii_cycles"]
-    assert res["ii_cycles"] >= ideal, (res["ii_cycles"], ideal)
+    # The mean over the run's second half: a frame ending a cycle late at the window's
+    # start (UNSW-NB15 over 1,500 frames: 511.9993 for 512) is jitter, not speed.
+    assert res["ii_cycles"] >= ideal - 2 / frames, (res["ii_cycles"], ideal)
     if not options.get("backpressure"):
         assert res["ii_cycles"] <= 1.1 * ideal, (res["ii_cycles"], ideal)
     outputs = np.load(design.out_dir / "sim" / "outputs.npy")
