@@ -24,7 +24,8 @@ either side: ``SF - 1 + 2 + fetch_register + register_operands + register_produc
 register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if their compares are registered:
 ``qloom.hw.threshold.compare_register``) + (``DSP_FEED + 2`` with ECP5 DSP blocks, see
 qloom.hw.dsp)``; a registered adder tree has a register after every ``TREE_LEVELS``
-adder levels (``tree_stages`` of them inside it). The operand register holds the
+adder levels, the first one level sooner for XNOR lanes (``first_tree_levels``;
+``tree_stages`` of them inside it). The operand register holds the
 weight and input buffer reads as they leave their memories (the stream/buffer select
 follows it) and takes them off the path into the multipliers (on
 the ECP5-85F that path was 22.9 ns into the jet tagger's DSP blocks; with the register,
@@ -52,9 +53,9 @@ from amaranth.lib.wiring import In, Out
 from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, check_dsp_primitive
 from .estimate import Features
-from .mvu_datapath import (TREE_LEVELS, Datapath, is_select_type, multiply, nibble_counts,
-                           partial_sums, product_parts, select_datapath, select_product,
-                           tree_stages, tree_sum, value_of)
+from .mvu_datapath import (TREE_LEVELS, Datapath, first_tree_levels, is_select_type, multiply,
+                           nibble_counts, partial_sums, product_parts, select_datapath,
+                           select_product, tree_groups, tree_stages, tree_sum, value_of)
 from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blocks,
                     spram_image)
 from .threshold import ThresholdSpec, ThresholdTable, compare_register
@@ -272,7 +273,8 @@ class MVU(wiring.Component):
         if self._register_products:
             parts = product_parts(shape_of(self._w_type).width, shape_of(self._in_type).width)
         return tree_stages(tree_terms(pe=self._pe, simd=self._simd, datapath=self._datapath,
-                                      dsps=self._dsp_count, parts=parts))
+                                      dsps=self._dsp_count, parts=parts),
+                           first_tree_levels(self._datapath))
 
     def _weight_words(self):
         nf, sf, pe, simd = self.neuron_folds, self.synapse_folds, self._pe, self._simd
@@ -431,7 +433,13 @@ class MVU(wiring.Component):
             else:
                 terms[p].append(self._product(w[p][s], x[s], lane))
         if self._register_products:
-            terms, tag = self._stage(m, "product", terms, tag)
+            # Products of `*` lanes keep a reset: Yosys 0.70's ice40_dsp packs a reset-less
+            # product register into one SB_MAC16 as its output register and into the
+            # next lane's as its C/D input register, then leaves that input undriven (a
+            # PE's two products summed: 2 SB_MAC16 for 4 multipliers, the netlist's sums
+            # X in simulation, tests/hw/test_mvu.py). With a reset, neither is absorbed.
+            soft = self._dsp_count > 0 and not self._dsp_primitive
+            terms, tag = self._stage(m, "product", terms, tag, reset=soft)
         if xnor:
             terms = [nibble_counts(vector, self._simd) for (vector,) in terms]
         if self._dsp_primitive:
@@ -446,13 +454,16 @@ class MVU(wiring.Component):
             # the jet tagger's path (8.4 ns from a block 76 columns away): a second register
             # stage here did not help, placement put both beside the tree (8.5 ns).
             terms, tag = self._stage(m, "from_dsp", terms, tag)
-        group = 1 << TREE_LEVELS
+        group = 1 << first_tree_levels(self._datapath)
         for stage in range(self.tree_stages):
-            # Sum groups of ``group`` terms (TREE_LEVELS adder levels), register, repeat.
+            # Sum groups of ``group`` terms (its adder levels), register, repeat with
+            # groups of TREE_LEVELS levels.
             terms = [[tree_sum(lane[k:k + group]) for k in range(0, len(lane), group)]
                      for lane in terms]
             terms, tag = self._stage(m, f"partial{stage}_", terms, tag)
-        assert not self._register_adder_tree or all(len(lane) <= group for lane in terms), \
+            group = 1 << TREE_LEVELS
+        assert not self._register_adder_tree or all(len(lane) <= 1 << TREE_LEVELS
+                                                    for lane in terms), \
             "tree_stages disagrees with the terms"
         dots = [tree_sum(lane) for lane in terms]
         if self._register_adder_tree:
@@ -529,15 +540,15 @@ class MVU(wiring.Component):
         return multiply(w_code, x_code, dsp=lane < self._dsp_count)
 
     @staticmethod
-    def _stage(m, name, rows, tag, extra=None):
+    def _stage(m, name, rows, tag, extra=None, reset=False):
         """Register every value of ``rows`` (a list of lists) and the pipeline tag (with
         ``extra`` control bits travelling beside it for this stage). Data registers have no
-        reset (the tag's ``valid`` says when they count), so a register behind a block RAM
-        read can move into the block (qloom.flows.ecp5_outreg) and the reset net reaches
-        only the control bits."""
+        reset unless ``reset`` (the tag's ``valid`` says when they count), so a register
+        behind a block RAM read can move into the block (qloom.flows.ecp5_outreg) and the
+        reset net reaches only the control bits."""
         registered = []
         for p, row in enumerate(rows):
-            regs = [Signal(Value.cast(v).shape(), name=f"{name}{p}_{s}", reset_less=True)
+            regs = [Signal(Value.cast(v).shape(), name=f"{name}{p}_{s}", reset_less=not reset)
                     for s, v in enumerate(row)]
             registered.append(regs)
         tag = {**tag, **(extra or {})}
@@ -691,11 +702,12 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     # The registers inside the adder tree: a partial sum per group of terms per stage.
     parts = product_parts(wb, ib) if pipeline else 1
     terms = tree_terms(pe=pe, simd=simd, datapath=path, dsps=dsps, parts=parts)
-    stages = tree_stages(terms) if pipeline else 0
+    first = first_tree_levels(path)
+    groups = tree_groups(terms, first) if pipeline else []
+    stages = len(groups)
     term_bits = {Datapath.XNOR_POPCOUNT: 3, Datapath.MAC: ib + wb}.get(path, max(ib, wb) + 1)
-    f.add("ff", "tree_stages", pe * sum(-(-terms // (1 << (TREE_LEVELS * k)))
-                                        * (term_bits + TREE_LEVELS * k)
-                                        for k in range(1, stages + 1)))
+    f.add("ff", "tree_stages", pe * sum(n * (term_bits + first + TREE_LEVELS * k)
+                                        for k, n in enumerate(groups)))
     if weights_spram:
         f.spram = spram_blocks(pe * simd * wb)
         f.add("lut", "spram_mux", f.spram * (14 + 3))

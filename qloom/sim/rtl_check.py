@@ -86,7 +86,8 @@ def _tail(path: Path) -> str:
 
 def run_component_icarus(component, inputs, n_outputs: int, *, stall: float = 0.0,
                          seed: int = 0, idle_timeout: int = 1000, strict: bool = True,
-                         build_dir: Path | None = None, waves: bool = False) -> list:
+                         build_dir: Path | None = None, waves: bool = False,
+                         netlist: str | None = None) -> list:
     """Simulate ``component`` (a ``wiring.Component`` with stream ports ``i`` and ``o``,
     clock ``clk`` and reset ``rst``) as Verilog under Icarus: feed ``inputs`` into ``i``,
     return the ``n_outputs`` payloads that leave ``o``.
@@ -97,6 +98,8 @@ def run_component_icarus(component, inputs, n_outputs: int, *, stall: float = 0.
     first rejects combinational processes that the reset pulse does not run
     (``comb_processes_without_reset``). Verilog, build, logs (and with ``waves`` an FST
     file) go to ``build_dir``, by default a temporary folder removed afterwards.
+    ``netlist``: Verilog to simulate instead of the component's own (a synthesized
+    netlist of it, module ``dut``, with its cell models); the component gives the ports.
     Raises ToolError when Icarus or cocotb is missing or fails, RtlCheckError when the
     component misbehaves."""
     if not isinstance(n_outputs, int) or isinstance(n_outputs, bool) or n_outputs < 0:
@@ -112,9 +115,12 @@ def run_component_icarus(component, inputs, n_outputs: int, *, stall: float = 0.
     name = type(component).__name__
     words_in = [_to_bits(component.i.payload.shape(), payload) for payload in inputs]
     out_shape = component.o.payload.shape()
-    text = verilog.convert(component, name=_TOP, emit_src=False)
-    text += "".join(simulation_models(text).values())
-    if strict:
+    if netlist is not None:
+        text = netlist
+    else:
+        text = verilog.convert(component, name=_TOP, emit_src=False)
+        text += "".join(simulation_models(text).values())
+    if strict and netlist is None:
         found = comb_processes_without_reset(text)
         if found:
             listed = "; ".join(f"{module}: {', '.join(targets)}" for module, targets in found)

