@@ -282,8 +282,11 @@ def _build_again(out, area, failed, first: _Staged, lower: float, *, board, baud
 def _print_result(result: dict):
     if result.get("fmax_mhz") is None and result.get("bitstream") is None:
         return
+    slack = result.get("slack_ns")
+    slack = "" if slack is None else f", slack {slack:+.2f} ns"
     print(f"[qloom] Fmax {result['fmax_mhz']} MHz (target {result['target_mhz']:g} MHz, timing "
-          f"{'met' if result['timing_met'] else 'NOT met'}); bitstream {result['bitstream']}")
+          f"{'met' if result['timing_met'] else 'NOT met'}{slack}); bitstream "
+          f"{result['bitstream']}")
 
 
 def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, clock_mhz,
@@ -345,6 +348,8 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
         result = {
             "board": b.name, "device": b.device, "target_mhz": top.clock_mhz,
             "fmax_mhz": fmax, "timing_met": fmax is not None and fmax >= top.clock_mhz,
+            # The worst path's slack at the target clock (negative: by how much it missed).
+            "slack_ns": None if not fmax else round(1e3 / top.clock_mhz - 1e3 / fmax, 3),
             "fmax_by_clock": pnr["fmax_by_clock"], "critical_path": pnr["critical_path"],
             "pll": top.pll.__dict__ if top.pll else None, "baud": baud,
             "uart_divisor": top.divisor, "utilization": util,

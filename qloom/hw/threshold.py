@@ -13,9 +13,9 @@ Two implementations, both taking one word per cycle:
   ``2**s`` thresholds it can be asked for per channel, so the memories hold ``2**L - 1``
   entries per channel (the thresholds padded with "never crossed") and each lane needs only
   ``L`` comparators instead of ``K``: 8 instead of 255 for 8-bit outputs. The price is
-  latency (``2 L + 2`` cycles: each stage registers its memory's read data before the
-  compare, and the count found is registered before it is coded) and ``L`` small memories
-  per lane instead of one wide one.
+  latency (``(1 + R) L + 2`` cycles: each stage registers its memory's read data ``R``
+  times before the compare, ``read_registers``, and the count found is registered before
+  it is coded) and ``L`` small memories per lane instead of one wide one.
 """
 
 from __future__ import annotations
@@ -127,6 +127,15 @@ def compare_register(thresholds: int, family=None) -> bool:
     return thresholds > 1 << TREE_LEVELS or (family is Family.ECP5 and thresholds > 1)
 
 
+def search_read_registers(family=None) -> int:
+    """Registers after each binary-search stage's memory read: two on the ECP5, where the
+    first moves into the block RAM (qloom.flows.ecp5_outreg) and the second takes the route
+    from the block to the compare off the compare's cycle (UNSW-NB15's 255-threshold
+    layer: block RAM -> pair select -> compare, 145.7 MHz at 150), one elsewhere."""
+    from .estimate import Family
+    return 2 if family is Family.ECP5 else 1
+
+
 def mode_for(thresholds: int) -> ThresholdMode:
     """The cheaper mode for ``thresholds`` thresholds per channel."""
     return ThresholdMode.BINARY_SEARCH if thresholds >= SEARCH_FROM else ThresholdMode.PARALLEL
@@ -143,13 +152,16 @@ def estimate(*, channels: int, thresholds: int, lanes: int, in_bits: int, out_bi
         # Stage s keeps, per lane, a memory of 2**s thresholds per channel fold.
         steps = thresholds.bit_length()
         f.add("lut", "search", lanes * steps * (comparator_luts(in_bits) + steps))
-        # Per stage and lane: the word and count bits held twice, the read data once.
-        f.add("ff", "search", lanes * steps * (2 * (in_bits + steps) + in_bits))
+        # Per stage and lane: the word and count bits held once more than the read data
+        # is registered (``search_read_registers``).
+        reads = search_read_registers(family)
+        f.add("ff", "search", lanes * steps * ((1 + reads) * (in_bits + steps)
+                                               + reads * in_bits))
         f.add("ff", "found", lanes * steps + 1)
         f.add("lut", "control", 30)
         f.add("ff", "control", 10)
-        # From stage 1 on the thresholds are read in pairs and both compared.
-        f.add("lut", "pairs", lanes * (steps - 1) * comparator_luts(in_bits))
+        # From stage 1 on the thresholds are read in pairs, chosen by a mux after the read.
+        f.add("lut", "pairs", lanes * (steps - 1) * in_bits)
         for s in range(steps):
             for _ in range(lanes):
                 f.add_memory("stages", memory_cost(folds * 2 ** max(0, s - 1),
@@ -277,7 +289,8 @@ class Thresholding(wiring.Component):
 
     def __init__(self, *, spec: ThresholdSpec, in_type: DataType, pe: int,
                  mode: ThresholdMode = ThresholdMode.PARALLEL,
-                 ram_style: RamStyle = RamStyle.AUTO, compare_register: bool | None = None):
+                 ram_style: RamStyle = RamStyle.AUTO, compare_register: bool | None = None,
+                 read_registers: int = 1):
         if not isinstance(spec, ThresholdSpec):
             raise TypeError(f"Threshold spec must be a ThresholdSpec, not {spec!r}")
         if not isinstance(in_type, DataType):
@@ -291,11 +304,13 @@ class Thresholding(wiring.Component):
         if compare_register is not None and not isinstance(compare_register, bool):
             raise TypeError(f"Compare register must be a bool or None, not "
                             f"{compare_register!r}")
+        if read_registers not in (1, 2) or isinstance(read_registers, bool):
+            raise TypeError(f"Read registers must be 1 or 2, not {read_registers!r}")
         if spec.channels % pe:
             raise ValueError(f"Channel count ({spec.channels}) must be divisible by "
                              f"PE ({pe})")
         self._spec, self._in_type, self._pe = spec, in_type, pe
-        self._mode, self._ram_style = mode, ram_style
+        self._mode, self._ram_style, self._reads = mode, ram_style, read_registers
         scale, offset = (2, -1) if in_type.bipolar else (1, 0)
         lo, hi = in_type.encode([in_type.min, in_type.max])
         self._table = ThresholdTable(spec, pe, lo=int(lo), hi=int(hi), scale=scale,
@@ -336,7 +351,7 @@ class Thresholding(wiring.Component):
     def latency(self) -> int:
         if self._mode is ThresholdMode.PARALLEL:
             return 2 + self._table.compare_register
-        return 2 * self._stages + 2
+        return (1 + self._reads) * self._stages + 2
 
     def elaborate(self, platform):
         m = Module()
@@ -385,9 +400,9 @@ class Thresholding(wiring.Component):
         count in ``[j * 2**(L-s), (j+1) * 2**(L-s))``. From stage 1 on they are kept in
         pairs, the two that stage ``s - 1``'s bit chooses between, at address ``fold *
         2**(s-1) + j // 2``: so a stage's memory is addressed by the bits found before the
-        previous stage (registers), read while that stage compares, and both of the pair
-        compared after the read (the previous compare -> address -> block RAM was
-        UNSW-NB15's ECP5 critical path, 125 MHz). Returns per stage and lane ``(port, thresholds)``, a
+        previous stage (registers), read while that stage compares, and the pair chosen
+        after the read (the previous compare -> address -> block RAM was UNSW-NB15's ECP5
+        critical path, 125 MHz). Returns per stage and lane ``(port, thresholds)``, a
         list of one threshold (stage 0) or of the pair."""
         table, pe, stages = self._table, self._pe, self._stages
         never = table.hi + 1  # pads up to 2**L - 1 thresholds that no code reaches
@@ -426,9 +441,10 @@ class Thresholding(wiring.Component):
         # two cycles: the first while stage s's memory is read, the second with the read
         # data registered (a memory's read data straight into the compare was the
         # critical path: a deep LUT ROM on the ECP5, 15 ns, or a block RAM's 5.8 ns
-        # clock-to-out); it compares with stage s's thresholds (the pair read, of which
-        # stage s-1's bit chooses the result) and addresses stage s+1's memory with the
-        # bits found before it.
+        # clock-to-out), and a third with it registered again when ``read_registers`` is
+        # 2 (``search_read_registers``); it compares with stage s's threshold (the one of the pair read
+        # that stage s-1's bit chooses) and addresses stage s+1's memory with the bits
+        # found before it.
         valid, x, folds, counts, meta = take, self.i.payload, fold, [Const(0, stages)] * pe, None
 
         def hold(name, value, like=None):
@@ -438,7 +454,7 @@ class Thresholding(wiring.Component):
             return reg
 
         for s in range(stages):
-            for half in ("a", "b"):
+            for half in "abc"[:1 + self._reads]:
                 valid = hold(f"valid{s + 1}{half}", valid)
                 x = hold(f"x{s + 1}{half}", x, self.i.payload)
                 folds = hold(f"fold{s + 1}{half}", folds, fold)
@@ -451,6 +467,8 @@ class Thresholding(wiring.Component):
                         meta = hold(f"meta{s + 1}{half}", meta, Signal(meta_layout))
             data = [read_register(m, ports[s][p].data, advance, f"data{s + 1}_{p}")
                     for p in range(pe)]
+            if self._reads == 2:
+                data = [hold(f"data{s + 1}r_{p}", d) for p, d in enumerate(data)]
             valid_r, x_r, fold_r, count_r = valid, x, folds, counts
             bit = stages - 1 - s
             counts = []
@@ -458,13 +476,9 @@ class Thresholding(wiring.Component):
                 pair = [data[p].word_select(k, t_shape.width) for k in range(len(data[p])
                                                                            // t_shape.width)]
                 pair = [t.as_signed() if t_shape.signed else t for t in pair]
-                # Both of a pair are compared and the result bit chosen after: a choice
-                # of threshold before one compare was a LUT between the block RAM and the
-                # carry chain (UNSW-NB15 on the ECP5: 145.7 MHz at 150).
-                crossed = [x_r[p] >= t for t in pair]
-                crossed = crossed[0] if s == 0 else Mux(count_r[p][bit + 1], *crossed[::-1])
+                threshold = pair[0] if s == 0 else Mux(count_r[p][bit + 1], pair[1], pair[0])
                 found = Signal(stages, name=f"found{s + 1}_{p}")
-                m.d.comb += found.eq(count_r[p] | (crossed << bit))
+                m.d.comb += found.eq(count_r[p] | ((x_r[p] >= threshold) << bit))
                 if s + 1 < stages:
                     m.d.comb += ports[s + 1][p].addr.eq(Cat(count_r[p][bit + 1:], fold_r))
                 counts.append(found)

@@ -83,6 +83,7 @@ def test_icebreaker_bitstream(tmp_path, capsys):
     assert Path(report["bitstream"]).is_file() and Path(report["bitstream"]).stat().st_size > 100_000
     assert report["target_mhz"] == 24.0 and report["fmax_mhz"] > 24
     assert report["timing_met"] is True
+    assert report["slack_ns"] == round(1e3 / 24 - 1e3 / report["fmax_mhz"], 3) > 0
     assert report["pll"]["params"]["DIVQ"] >= 1 and report["uart_divisor"] == 208
     assert 200 < report["utilization"]["lut"]["used"] < 1500
     assert report["utilization"]["lut"]["available"] == 5280
@@ -92,7 +93,7 @@ def test_icebreaker_bitstream(tmp_path, capsys):
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
     progress = capsys.readouterr().out
     for step in ("yosys synth_ice40: done in", "nextpnr-ice40 (iCE40UP5K): done in",
-                 "icepack: done in"):
+                 "icepack: done in", f"timing met, slack +{report['slack_ns']:.2f} ns"):
         assert step in progress
 
 

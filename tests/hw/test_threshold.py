@@ -82,15 +82,31 @@ def test_threshold_bit_exact_under_stalls(case, mode, compare_register):
         [dut.latency] * len(run.in_cycles)
 
 
-def test_binary_search_8bit_every_input():
-    """255 thresholds per channel, every INT8 input value once per channel."""
+@pytest.mark.parametrize("reads", [1, 2])
+def test_binary_search_8bit_every_input(reads):
+    """255 thresholds per channel, every INT8 input value once per channel; each stage's
+    read data registered once or twice (``search_read_registers``)."""
     rng = np.random.default_rng(4)
     spec = random_spec(rng, 2, 255, INT8, UINT8, mixed=False)
-    dut = Thresholding(spec=spec, in_type=INT8, pe=2, mode=ThresholdMode.BINARY_SEARCH)
-    assert dut.search_stages == 8 and dut.latency == 18
+    dut = Thresholding(spec=spec, in_type=INT8, pe=2, mode=ThresholdMode.BINARY_SEARCH,
+                       read_registers=reads)
+    assert dut.search_stages == 8 and dut.latency == (1 + reads) * 8 + 2
     x = np.stack([np.arange(-128, 128), rng.permutation(np.arange(-128, 128))], axis=1)
     out, _ = rtl_threshold(dut, INT8, x, in_stall=0.2, out_stall=0.2)
     np.testing.assert_array_equal(out, ref_threshold(spec, INT8, x))
+    out, run = rtl_threshold(dut, INT8, x)
+    np.testing.assert_array_equal(out, ref_threshold(spec, INT8, x))
+    assert [o - i for o, i in zip(run.out_cycles, run.in_cycles)] == \
+        [dut.latency] * len(run.in_cycles)
+
+
+def test_search_read_registers_by_family():
+    from qloom.hw.estimate import Family
+    from qloom.hw.threshold import search_read_registers
+    assert (search_read_registers(Family.ECP5), search_read_registers(Family.ICE40)) == (2, 1)
+    spec = random_spec(np.random.default_rng(0), 2, 3, INT8, UINT8, mixed=False)
+    with pytest.raises(TypeError, match=r"Read registers must be 1 or 2, not 3"):
+        Thresholding(spec=spec, in_type=INT8, pe=1, read_registers=3)
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@ residual add, a max pool or the input)."""
 
 from __future__ import annotations
 
-from ...hw.threshold import SEARCH_FROM, mode_for
+from ...hw.threshold import SEARCH_FROM, mode_for, search_read_registers
 from ...nn.ir import MultiThreshold
 from .base import ChannelEngine
 from .dense import threshold_compare_register, threshold_spec
@@ -42,5 +42,6 @@ class ThresholdEngine(ChannelEngine):
         from ...hw.top import Node
         unit = Thresholding(spec=threshold_spec(self.layer), in_type=self.layer.in_type,
                             pe=fold.pe, mode=self.mode,
-                            compare_register=threshold_compare_register(self.layer, options))
+                            compare_register=threshold_compare_register(self.layer, options),
+                            read_registers=search_read_registers(options.family))
         return [Node(self.name, unit, self.inputs, self.output)]
