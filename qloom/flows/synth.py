@@ -26,6 +26,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import ToolError
+from .ecp5_dsp_place import place_dsps
 from .ecp5_outreg import absorb_output_registers
 
 __all__ = ["FAMILIES", "SynthReport", "Harness", "synthesize", "run_tool", "run_yosys",
@@ -254,13 +255,18 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
     .config (ECP5) for the bitstream packer; ``router`` picks nextpnr's router (None: its
     default). On the ECP5, block RAM reads registered in the fabric take the block's own
     output register first (:mod:`qloom.flows.ecp5_outreg`; nextpnr reads
-    ``<netlist>.outreg.json``)."""
+    ``<netlist>.outreg.json``), and on the 85F die a design using more than a row of DSP
+    blocks has them placed in lane order (:mod:`qloom.flows.ecp5_dsp_place`)."""
     if family == "ecp5":
         moved = Path(netlist).with_suffix(".outreg.json")
         ports = absorb_output_registers(netlist, moved)
+        blocks = place_dsps(moved, moved, device)
         if not quiet:
             print(f"[qloom] ECP5 block RAM output registers: {ports} read port(s) use the "
                   f"block's own (DP16KD OUTREG)", flush=True)
+            if blocks:
+                print(f"[qloom] ECP5 DSP blocks: {blocks} placed in lane order "
+                      f"(qloom.flows.ecp5_dsp_place)", flush=True)
         netlist = moved
     argv = [f"yowasp-nextpnr-{family}", *nextpnr_device_args(family, device, package, speed),
             "--json", _rel(netlist, cwd), "--report", _rel(report, cwd), "--log", _rel(log, cwd),

@@ -20,12 +20,12 @@ fold step that completes an output is issued only when the output queue
 a register counts the words issued and not yet taken. So ``i.ready`` depends on
 registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
-either side: ``SF - 1 + 2 + fetch_register + register_operands + register_products +
+either side: ``SF - 1 + 3 + fetch_register + register_operands + register_products +
 register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if their compares are registered:
 ``qloom.hw.threshold.compare_register``) + (``DSP_FEED + 2`` with ECP5 DSP blocks, see
 qloom.hw.dsp)``; a registered adder tree has a register after every ``TREE_LEVELS``
-adder levels, the first one level sooner for XNOR lanes (``first_tree_levels``;
-``tree_stages`` of them inside it). The operand register holds the
+adder levels, the first one level sooner for XNOR lanes, every level behind ECP5 DSP
+blocks (``tree_levels``; ``tree_stages`` of them inside it). The operand register holds the
 weight and input buffer reads as they leave their memories (the stream/buffer select
 follows it) and takes them off the path into the multipliers (on
 the ECP5-85F that path was 22.9 ns into the jet tagger's DSP blocks; with the register,
@@ -53,9 +53,9 @@ from amaranth.lib.wiring import In, Out
 from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, check_dsp_primitive
 from .estimate import Features
-from .mvu_datapath import (TREE_LEVELS, Datapath, first_tree_levels, is_select_type, multiply,
-                           nibble_counts, partial_sums, product_parts, select_datapath,
-                           select_product, tree_groups, tree_stages, tree_sum, value_of)
+from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sums,
+                           product_parts, select_datapath, select_product, tree_groups,
+                           tree_levels, tree_stages, tree_sum, value_of)
 from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blocks,
                     spram_image)
 from .threshold import ThresholdSpec, ThresholdTable, compare_register
@@ -273,8 +273,13 @@ class MVU(wiring.Component):
         if self._register_products:
             parts = product_parts(shape_of(self._w_type).width, shape_of(self._in_type).width)
         return tree_stages(tree_terms(pe=self._pe, simd=self._simd, datapath=self._datapath,
-                                      dsps=self._dsp_count, parts=parts),
-                           first_tree_levels(self._datapath))
+                                      dsps=self._dsp_count, parts=parts), self.tree_levels)
+
+    @property
+    def tree_levels(self) -> tuple:
+        """Adder levels before the tree's first register and between later ones
+        (``tree_levels``)."""
+        return tree_levels(self._datapath, bool(self._dsp_primitive))
 
     def _weight_words(self):
         nf, sf, pe, simd = self.neuron_folds, self.synapse_folds, self._pe, self._simd
@@ -454,15 +459,15 @@ class MVU(wiring.Component):
             # the jet tagger's path (8.4 ns from a block 76 columns away): a second register
             # stage here did not help, placement put both beside the tree (8.5 ns).
             terms, tag = self._stage(m, "from_dsp", terms, tag)
-        group = 1 << first_tree_levels(self._datapath)
+        first, rest = self.tree_levels
+        group = 1 << first
         for stage in range(self.tree_stages):
-            # Sum groups of ``group`` terms (its adder levels), register, repeat with
-            # groups of TREE_LEVELS levels.
+            # Sum groups of ``group`` terms (its adder levels), register, repeat.
             terms = [[tree_sum(lane[k:k + group]) for k in range(0, len(lane), group)]
                      for lane in terms]
             terms, tag = self._stage(m, f"partial{stage}_", terms, tag)
-            group = 1 << TREE_LEVELS
-        assert not self._register_adder_tree or all(len(lane) <= 1 << TREE_LEVELS
+            group = 1 << rest
+        assert not self._register_adder_tree or all(len(lane) <= 1 << rest
                                                     for lane in terms), \
             "tree_stages disagrees with the terms"
         dots = [tree_sum(lane) for lane in terms]
@@ -472,14 +477,18 @@ class MVU(wiring.Component):
 
         # Accumulate; on a vector fold's last step hand the sum on.
         acc_shape = unsigned(self.mw.bit_length()) if xnor else shape_of(self._acc_type)
+        # The sum is handed on from the accumulator register, a cycle after the last
+        # step: handed on from the adder, its output queue (or threshold) pulled the
+        # adder away from the register (the jet tagger's iCEBreaker path: accumulator ->
+        # 6.5 ns -> adder -> 7 ns -> accumulator).
         sums = []
         for p, dot in enumerate(dots):
-            acc, acc_next = Signal(acc_shape, name=f"acc{p}"), Signal(acc_shape, name=f"sum{p}")
-            m.d.comb += acc_next.eq(Mux(tag["first"], 0, acc) + dot)
-            with m.If(tag["valid"]):
-                m.d.sync += acc.eq(acc_next)
-            sums.append(acc_next)
-        done = tag["valid"] & tag["last"]
+            # No reset ("first" clears it), so a whole-signal assignment (rtl_check).
+            acc = Signal(acc_shape, name=f"acc{p}", reset_less=True)
+            m.d.sync += acc.eq(Mux(tag["valid"], Mux(tag["first"], 0, acc) + dot, acc))
+            sums.append(acc)
+        done = Signal()
+        m.d.sync += done.eq(tag["valid"] & tag["last"])
         result = Signal(self.o.payload.shape())
         if self._threshold is None:
             m.d.comb += queue.w_en.eq(done)
@@ -593,7 +602,7 @@ def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_bl
     """The MVU's latency (see the module documentation) from its register stages
     (``thresholds``: the fused thresholds' stages, 0 without; ``fetch``:
     ``fetch_register``)."""
-    return (sf + 1 + fetch + register_operands + register_products
+    return (sf + 2 + fetch + register_operands + register_products
             + (DSP_FEED + 2) * dsp_blocks
             + register_adder_tree + tree_stages + thresholds)
 
@@ -702,11 +711,11 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     # The registers inside the adder tree: a partial sum per group of terms per stage.
     parts = product_parts(wb, ib) if pipeline else 1
     terms = tree_terms(pe=pe, simd=simd, datapath=path, dsps=dsps, parts=parts)
-    first = first_tree_levels(path)
-    groups = tree_groups(terms, first) if pipeline else []
+    first, rest = levels = tree_levels(path, dsp_blocks and dsps > 0)
+    groups = tree_groups(terms, levels) if pipeline else []
     stages = len(groups)
     term_bits = {Datapath.XNOR_POPCOUNT: 3, Datapath.MAC: ib + wb}.get(path, max(ib, wb) + 1)
-    f.add("ff", "tree_stages", pe * sum(n * (term_bits + first + TREE_LEVELS * k)
+    f.add("ff", "tree_stages", pe * sum(n * (term_bits + first + rest * k)
                                         for k, n in enumerate(groups)))
     if weights_spram:
         f.spram = spram_blocks(pe * simd * wb)

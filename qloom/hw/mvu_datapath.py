@@ -16,7 +16,7 @@ from amaranth.hdl import Const, Mux, Value
 
 from ..nn.dtypes import TERNARY, DataType
 
-__all__ = ["Datapath", "MAX_BITS", "TREE_LEVELS", "first_tree_levels", "tree_groups", "tree_stages", "is_select_type", "select_datapath", "select_product", "multiply",
+__all__ = ["Datapath", "MAX_BITS", "TREE_LEVELS", "tree_groups", "tree_levels", "tree_stages", "is_select_type", "select_datapath", "select_product", "multiply",
            "nibble_counts", "product_parts",
            "partial_sums", "tree_sum", "value_of"]
 
@@ -30,31 +30,38 @@ MAX_BITS = 32
 TREE_LEVELS = 2
 
 
-def tree_groups(terms: int, first_levels: int = TREE_LEVELS) -> list[int]:
+def tree_groups(terms: int, levels: tuple = (TREE_LEVELS, TREE_LEVELS)) -> list[int]:
     """The partial sums a registered adder tree over ``terms`` terms registers inside it,
-    per stage: a register after ``first_levels`` adder levels, then after every
-    ``TREE_LEVELS`` more, but not after the last levels (the tree's output register is
-    extra). ``first_levels`` is less than ``TREE_LEVELS`` when a level of logic precedes
-    the tree in the same cycle (the XNOR lanes' counts per four, see ``nibble_counts``)."""
-    groups, group = [], 1 << first_levels
-    while terms > 1 << TREE_LEVELS or (not groups and terms > group):
+    per stage: a register after ``levels[0]`` adder levels, then after every ``levels[1]``
+    more, but not after the last ones (the tree's output register is extra); see
+    ``tree_levels``."""
+    first, rest = levels
+    groups, group = [], 1 << first
+    while terms > 1 << rest or (not groups and terms > group):
         terms = -(-terms // group)
         groups.append(terms)
-        group = 1 << TREE_LEVELS
+        group = 1 << rest
     return groups
 
 
-def first_tree_levels(datapath: "Datapath") -> int:
-    """Adder levels before a registered tree's first register: one fewer for XNOR lanes,
-    whose counts per four take a level of their own in that cycle (a count and two adder
-    levels behind the product register were TFC-w1a1's UP5K path with ``--fold auto``:
-    21.4 ns at 50 MHz)."""
-    return TREE_LEVELS - 1 if datapath is Datapath.XNOR_POPCOUNT else TREE_LEVELS
+def tree_levels(datapath: "Datapath", dsp_blocks: bool = False) -> tuple:
+    """Adder levels before a registered tree's first register and between the later
+    ones. ``TREE_LEVELS``, but one fewer first for XNOR lanes, whose counts per four take a
+    level of their own in that cycle (a count and two adder levels behind the product
+    register were TFC-w1a1's UP5K path with ``--fold auto``: 21.4 ns at 50 MHz), and one
+    level per stage behind ECP5 DSP blocks (``dsp_blocks``), whose 20-odd-bit products
+    Yosys adds four at a time through two LUT levels and a carry chain (the jet tagger with
+    its blocks placed in lane order: 8.4 ns at 150 MHz)."""
+    if dsp_blocks:
+        return 1, 1
+    if datapath is Datapath.XNOR_POPCOUNT:
+        return TREE_LEVELS - 1, TREE_LEVELS
+    return TREE_LEVELS, TREE_LEVELS
 
 
-def tree_stages(terms: int, first_levels: int = TREE_LEVELS) -> int:
+def tree_stages(terms: int, levels: tuple = (TREE_LEVELS, TREE_LEVELS)) -> int:
     """Registers inside a registered adder tree over ``terms`` terms (``tree_groups``)."""
-    return len(tree_groups(terms, first_levels))
+    return len(tree_groups(terms, levels))
 
 
 class Datapath(enum.Enum):

@@ -115,17 +115,24 @@ class Requantizer(wiring.Component):
             m.d.sync += [a.eq(t.word_select(address, width).as_signed())
                          for a, t in zip(ahead, tables)]
             m.d.sync += [o.eq(a) for o, a in zip(offsets, ahead)]
-        sums = [Signal(signed(width), name=f"sum{p}") for p in range(self._lanes)]
-        rounded = [Signal(signed(width + 1), name=f"rounded{p}") for p in range(self._lanes)]
+        # Data registers without reset (the valid bits say when they count).
+        sums = [Signal(signed(width), name=f"sum{p}", reset_less=True)
+                for p in range(self._lanes)]
+        rounded = [Signal(signed(width + 1), name=f"rounded{p}", reset_less=True)
+                   for p in range(self._lanes)]
+        payload = Signal.like(self.o.payload, reset_less=True)
+        m.d.comb += self.o.payload.eq(payload)
         valid1, valid2 = Signal(), Signal()
         with m.If(advance):
             m.d.sync += [valid1.eq(self.i.valid), valid2.eq(valid1), self.o.valid.eq(valid2)]
-            for p in range(self._lanes):
-                r = rounded[p]
-                m.d.sync += [sums[p].eq(self.i.payload[p] + offsets[p]),
-                             r.eq(self._round(sums[p])),
-                             self.o.payload[p].eq(
-                                 Mux(r < self._lo, self._lo, Mux(r > self._hi, self._hi, r)))]
+        # The reset-less data as whole-signal assignments (qloom.sim.rtl_check).
+        for p in range(self._lanes):
+            r = rounded[p]
+            m.d.sync += [
+                sums[p].eq(Mux(advance, self.i.payload[p] + offsets[p], sums[p])),
+                r.eq(Mux(advance, self._round(sums[p]), r)),
+                payload[p].eq(Mux(advance, Mux(r < self._lo, self._lo,
+                                               Mux(r > self._hi, self._hi, r)), payload[p]))]
         return m
 
 

@@ -176,10 +176,10 @@ def test_acc_type_is_the_exact_worst_case():
                          out_type=BIPOLAR)
     fused = MVU(weights=weights, w_type=INT4, in_type=UINT4, pe=2, simd=3, threshold=spec)
     assert fused.out_type == BIPOLAR
-    # SF - 1 + 2, plus the operand and product registers (MAC), the tree register
+    # SF - 1 + 3, plus the operand and product registers (MAC), the tree register
     # (SIMD > 1), thresholds
-    assert dut.latency == (3 - 1 + 2) + 2
-    assert fused.latency == (1 - 1 + 2) + 2 + 1 + 1
+    assert dut.latency == (3 - 1 + 3) + 2
+    assert fused.latency == (1 - 1 + 3) + 2 + 1 + 1
 
 
 @pytest.mark.parametrize("budget,expected", [(None, 6), (0, 0), (4, 4), (100, 6)])
