@@ -70,7 +70,7 @@ class Link(wiring.Component):
         wp, rp = buffer.write_port(), buffer.read_port()
 
         err_code = Signal(3)           # the error reply waiting for the transmitter (0: none)
-        new_error = Signal(3)
+        report_now = Signal()          # REPORT hands its error to the transmitter
         # The error the receiver waits to hand over, as the cause seen (one flag each, and
         # the fault's status captured): one 3-bit register written from four states
         # behind the fault, byte and compare flags was the jet tagger's iCEBreaker path
@@ -79,9 +79,13 @@ class Link(wiring.Component):
         report_status = Signal(3)
         bad_fault, bad_length = Signal(), Signal()
         sent_error = Signal()
-        m.d.sync += self.error.eq(new_error != 0)       # for an LED: registered
-        with m.If(new_error != 0):
-            m.d.sync += err_code.eq(new_error)
+        m.d.sync += self.error.eq(report_now)           # for an LED: registered
+        # The code comes from the cause flags (registers); REPORT only says when. (Handed
+        # on through a comparison of the code with 0, its choice was the iCEBreaker's
+        # critical path: 5 LUT levels from err_code back to itself.)
+        with m.If(report_now):
+            m.d.sync += err_code.eq(Mux(bad_fault, report_status,
+                                        Mux(bad_length, Status.BAD_LENGTH, Status.BAD_CRC)))
         with m.Elif(sent_error):
             m.d.sync += err_code.eq(0)
 
@@ -137,9 +141,7 @@ class Link(wiring.Component):
 
             with m.State("REPORT"):    # one error reply at a time; bytes wait meanwhile
                 with m.If(err_code == 0):
-                    m.d.comb += new_error.eq(Mux(bad_fault, report_status,
-                                                 Mux(bad_length, Status.BAD_LENGTH,
-                                                     Status.BAD_CRC)))
+                    m.d.comb += report_now.eq(1)
                     m.d.sync += [bad_fault.eq(0), bad_length.eq(0)]
                     m.next = "HUNT"
 
