@@ -16,9 +16,9 @@ taken row by row, each row in the direction the previous one ended (a group cros
 stays at one edge). The placer then builds the logic around the fixed blocks.
 
 It runs when a design uses more blocks than one row holds (below that the placer keeps
-them together itself), on the 85F die only (LFE5U-85F and its UM variants): its site list is written out here (the rows as
-a routed jet tagger's configuration uses them, the columns as prjtrellis lists them); the
-smaller ECP5 devices are left to the placer.
+them together itself), on the 85F die only (LFE5U-85F and its UM variants): its site list
+is written out here (the rows as a routed jet tagger's configuration uses them, the
+columns as prjtrellis lists them); the smaller ECP5 devices are left to the placer.
 """
 
 from __future__ import annotations

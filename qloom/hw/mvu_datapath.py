@@ -16,9 +16,9 @@ from amaranth.hdl import Const, Mux, Value
 
 from ..nn.dtypes import TERNARY, DataType
 
-__all__ = ["Datapath", "MAX_BITS", "TREE_LEVELS", "tree_groups", "tree_levels", "tree_stages", "is_select_type", "select_datapath", "select_product", "multiply",
-           "nibble_counts", "product_parts",
-           "partial_sums", "tree_sum", "value_of"]
+__all__ = ["Datapath", "MAX_BITS", "TREE_LEVELS", "tree_groups", "tree_levels", "tree_stages",
+           "is_select_type", "select_datapath", "select_product", "multiply", "nibble_counts",
+           "product_parts", "partial_sums", "tree_sum", "value_of"]
 
 MAX_BITS = 32
 

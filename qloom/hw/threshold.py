@@ -442,9 +442,9 @@ class Thresholding(wiring.Component):
         # data registered (a memory's read data straight into the compare was the
         # critical path: a deep LUT ROM on the ECP5, 15 ns, or a block RAM's 5.8 ns
         # clock-to-out), and a third with it registered again when ``read_registers`` is
-        # 2 (``search_read_registers``); it compares with stage s's threshold (the one of the pair read
-        # that stage s-1's bit chooses) and addresses stage s+1's memory with the bits
-        # found before it.
+        # 2 (``search_read_registers``); it compares with stage s's threshold (the one of
+        # the pair read that stage s-1's bit chooses) and addresses stage s+1's memory
+        # with the bits found before it.
         valid, x, folds, counts, meta = take, self.i.payload, fold, [Const(0, stages)] * pe, None
 
         def hold(name, value, like=None):
