@@ -29,7 +29,8 @@ from .width import WidthConverter
 __all__ = ["Node", "AcceleratorTop", "frame_layout", "edge_depth", "estimate_edge"]
 
 
-# The shallowest SyncFIFOBuffered that takes and gives one word every cycle.
+# The shallowest StreamFIFO that takes and gives one word every cycle (depth 2 is a
+# SyncFIFOBuffered that moves a word every other cycle).
 _FULL_RATE_DEPTH = 3
 
 

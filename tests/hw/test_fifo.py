@@ -28,10 +28,11 @@ def test_fifo_array_payload_signed_lanes():
     assert run.outputs == words
 
 
-def test_fifo_full_throughput_and_buffering():
+@pytest.mark.parametrize("depth", [3, 4])
+def test_fifo_full_throughput_and_buffering(depth):
     words = list(range(50))
-    run = run_stream(StreamFIFO(shape=unsigned(8), depth=4), words, len(words))
-    # one word per cycle once the first word is through
+    run = run_stream(StreamFIFO(shape=unsigned(8), depth=depth), words, len(words))
+    # one word per cycle once the first word is through (3: the edges' _FULL_RATE_DEPTH)
     assert run.out_cycles[-1] - run.out_cycles[0] == len(words) - 1
 
 
