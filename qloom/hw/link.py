@@ -180,12 +180,13 @@ class Link(wiring.Component):
                         m.next = "CRC0"
             with m.State("CRC0"):
                 receiving("CRC1", crc=False)
-                m.d.sync += crc_lo_ok.eq(b == rx_crc[:8])
+                # The request is written: the reads start from 0 (cleared here, whatever
+                # the bytes, the address takes no fault or CRC into its logic).
+                m.d.sync += [crc_lo_ok.eq(b == rx_crc[:8]), addr.eq(0)]
             with m.State("CRC1"):
                 receiving(None, crc=False)
                 with m.If(byte & ~b_error):
                     with m.If(crc_lo_ok & b_crc_hi):
-                        m.d.sync += addr.eq(0)
                         m.next = "READ"
                     with m.Else():
                         m.next = "REPORT"    # a bad CRC
