@@ -169,7 +169,9 @@ class Link(wiring.Component):
                     with m.If(len_lo_ok & b_len_hi):
                         m.next = "DATA"
                     with m.Else():
-                        m.d.sync += bad_length.eq(1)
+                        # (After `receiving`: a fault seen in the same cycle gives way, as
+                        # one error register written last by this branch did.)
+                        m.d.sync += [bad_length.eq(1), bad_fault.eq(0)]
                         m.next = "REPORT"
             with m.State("DATA"):
                 receiving(None)
@@ -189,7 +191,8 @@ class Link(wiring.Component):
                     with m.If(crc_lo_ok & b_crc_hi):
                         m.next = "READ"
                     with m.Else():
-                        m.next = "REPORT"    # a bad CRC
+                        m.d.sync += [bad_fault.eq(0), bad_length.eq(0)]   # a bad CRC
+                        m.next = "REPORT"
             with m.State("READ"):      # the read port fetches buffer[addr]
                 m.next = "SHIFT"
             with m.State("SHIFT"):
