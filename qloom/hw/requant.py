@@ -21,6 +21,7 @@ from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import Rounding
 from .estimate import Features
 from .types import shape_of
+from .weight_mem import read_register
 
 __all__ = ["Requantizer"]
 
@@ -117,32 +118,26 @@ class Requantizer(wiring.Component):
             m.d.sync += [a.eq(t.word_select(address, width).as_signed())
                          for a, t in zip(ahead, tables)]
             m.d.sync += [o.eq(a) for o, a in zip(offsets, ahead)]
-        # Data registers without reset (the valid bits say when they count).
-        sums = [Signal(signed(width), name=f"sum{p}", reset_less=True)
-                for p in range(self._lanes)]
-        rounded = [Signal(signed(width + 1), name=f"rounded{p}", reset_less=True)
-                   for p in range(self._lanes)]
         payload = Signal.like(self.o.payload, reset_less=True)
         m.d.comb += self.o.payload.eq(payload)
         valid1, valid2, valid3 = Signal(), Signal(), Signal()
         with m.If(advance):
             m.d.sync += [valid1.eq(self.i.valid), valid2.eq(valid1), valid3.eq(valid2),
                          self.o.valid.eq(valid3)]
-        # The reset-less data as whole-signal assignments (qloom.sim.rtl_check). The
+        # Data registers without reset (the valid bits say when they count). The
         # quotient and its round-up bit are registered before they are added: the
         # remainder's compare and the increment's carry chain in one cycle were the jet
         # tagger's iCEBreaker path (48.3 MHz at 50.25).
         for p in range(self._lanes):
-            q, up = self._round(sums[p])
-            q_r = Signal(signed(width), name=f"quotient{p}", reset_less=True)
-            up_r = Signal(name=f"up{p}", reset_less=True)
-            r = rounded[p]
-            m.d.sync += [
-                sums[p].eq(Mux(advance, self.i.payload[p] + offsets[p], sums[p])),
-                q_r.eq(Mux(advance, q, q_r)), up_r.eq(Mux(advance, up, up_r)),
-                r.eq(Mux(advance, q_r + up_r, r)),
-                payload[p].eq(Mux(advance, Mux(r < self._lo, self._lo,
-                                               Mux(r > self._hi, self._hi, r)), payload[p]))]
+            total = read_register(m, self.i.payload[p] + offsets[p], advance, f"sum{p}",
+                                  signed(width))
+            q, up = self._round(total)
+            q = read_register(m, q, advance, f"quotient{p}", signed(width))
+            up = read_register(m, up, advance, f"up{p}", 1)
+            r = read_register(m, q + up, advance, f"rounded{p}", signed(width + 1))
+            m.d.sync += payload[p].eq(Mux(advance, Mux(r < self._lo, self._lo,
+                                                       Mux(r > self._hi, self._hi, r)),
+                                          payload[p]))
         return m
 
 

@@ -78,11 +78,14 @@ def rom(shape: ShapeCastable | Shape, init: list[int],
                   attrs=ram_style.attrs)
 
 
-def read_register(m, data, enable, name: str) -> Signal:
-    """A register taking a memory read port's ``data`` while ``enable``: without reset, so
-    that on the ECP5 a block RAM can hold it itself (qloom.flows.ecp5_outreg), and written
-    as one whole-signal assignment (a register without reset under ``If`` is an
-    ``always @*`` block that Icarus -g2012 never runs at time 0, see qloom.sim.rtl_check)."""
-    reg = Signal.like(data, name=name, reset_less=True)
+def read_register(m, data, enable, name: str, shape=None) -> Signal:
+    """A register taking ``data`` (a memory read port's, or any data a valid bit travels
+    beside) while ``enable``: without reset, so that on the ECP5 a block RAM can hold it
+    itself (qloom.flows.ecp5_outreg) and the reset net reaches control bits only, and
+    written as one whole-signal assignment (a register without reset under ``If`` is an
+    ``always @*`` block that Icarus -g2012 never runs at time 0, see qloom.sim.rtl_check).
+    ``shape``: the register's, if not ``data``'s."""
+    reg = (Signal(shape, name=name, reset_less=True) if shape is not None
+           else Signal.like(data, name=name, reset_less=True))
     m.d.sync += reg.eq(Mux(enable, data, reg))
     return reg
