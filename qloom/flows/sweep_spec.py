@@ -204,7 +204,8 @@ def _clocks(w, value, where) -> list[float | None]:
 
 
 def _fps_label(fps: float) -> str:
-    return f"fps{fps:g}".replace("+", "")
+    # whole rates in full (fps1000000, not fps1e+06); fractional ones as %g
+    return f"fps{int(fps)}" if fps == int(fps) else f"fps{fps:g}".replace("+", "")
 
 
 def _folding(w, value, where, base: Path) -> Folding:
@@ -292,14 +293,17 @@ def parse_spec(doc: dict, path: Path, *, build: bool | None = None) -> Spec:
     if not isinstance(models, list) or not models:
         raise w.error("models", "needs at least one [[models]] table with a path")
 
-    points, names = [], {}
+    # A model may have several tables (one per board with its own foldings, say) as long
+    # as the name always means the same file and no point is listed twice.
+    points, names, seen = [], {}, {}
     for m, table in enumerate(models):
         where = f"models[{m}]"
         model = _model(w, table, where, base)
-        if model.name in names:
-            raise w.error(f"{where}.name", f"model name {model.name!r} is used twice (also "
-                                           f"{names[model.name]}); give one a name = \"...\"")
-        names[model.name] = where
+        if model.name in names and names[model.name][1] != model.sha256:
+            raise w.error(f"{where}.name", f"model name {model.name!r} is used twice for "
+                                           f"different files (also {names[model.name][0]}); "
+                                           f"give one a name = \"...\"")
+        names.setdefault(model.name, (where, model.sha256))
         m_boards = _boards(w, table["boards"], f"{where}.boards") if "boards" in table \
             else boards
         if m_boards is None:
@@ -318,9 +322,15 @@ def parse_spec(doc: dict, path: Path, *, build: bool | None = None) -> Spec:
         for board in dict.fromkeys(m_boards):
             for folding in m_folds:
                 for clock in dict.fromkeys(m_clocks):
-                    points.append(_point(model, board, folding, clock, frames=frames,
-                                         simulator=simulator, seed=seed, build=build,
-                                         timing_retry=timing_retry))
+                    point = _point(model, board, folding, clock, frames=frames,
+                                   simulator=simulator, seed=seed, build=build,
+                                   timing_retry=timing_retry)
+                    if point.id in seen:
+                        raise w.error(where, f"point {model.name} on {board}, folding "
+                                             f"{folding.label!r}, is also listed by "
+                                             f"{seen[point.id]}")
+                    seen[point.id] = where
+                    points.append(point)
     return Spec(path, tuple(points), cpus, memory_gb)
 
 

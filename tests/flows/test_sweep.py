@@ -25,6 +25,7 @@ from qloom.flows.sweep_task import RECORD, execute_point, write_json
 
 MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
 TFC = MODELS / "tfc_w1a1.onnx"
+JET = MODELS / "jettagging_w6a6.onnx"
 
 
 def write_spec(folder: Path, text: str, name="spec.toml") -> Path:
@@ -86,7 +87,9 @@ def test_spec_errors_name_key_and_value(tmp_path, text, expected):
      ["models[0].input_type", "'FLOAT7'", "INTn"]),
     (f"[[models]]\npath = '{TFC}'\nname = 'a b'\n", ["models[0].name", "'a b'"]),
     (f"[[models]]\npath = '{TFC}'\n[[models]]\npath = '{TFC}'\n",
-     ["models[1].name", "'tfc_w1a1'", "used twice"]),
+     ["models[1]", "tfc_w1a1 on icebreaker", "'default'", "also listed by models[0]"]),
+    (f"[[models]]\npath = '{TFC}'\n[[models]]\npath = '{JET}'\nname = 'tfc_w1a1'\n",
+     ["models[1].name", "'tfc_w1a1'", "different files"]),
 ])
 def test_spec_model_errors(tmp_path, models, expected):
     spec = write_spec(tmp_path, "boards = ['icebreaker']\n" + models)
@@ -133,6 +136,22 @@ input_type = "int16"
     assert req["fold"] == "auto" and req["target_fps"] == 2e5 and req["clock_mhz"] == 40.0
     fold_point = next(p for p in spec.points if p.folding.label == "fold-f")
     assert fold_point.request()["fold"] == str(tmp_path / "f.json")
+
+
+def test_one_model_in_several_tables_has_foldings_per_board(tmp_path):
+    spec = read_spec(write_spec(tmp_path, f"""
+[[models]]
+path = "{TFC}"
+boards = ["icebreaker"]
+foldings = ["auto", {{ target_fps = 3e4 }}]
+[[models]]
+path = "{TFC}"
+boards = ["ulx3s-85f"]
+foldings = [{{ target_fps = 1e6 }}, {{ target_fps = 3e4 }}]
+"""))
+    assert [(p.model.name, p.board, p.folding.label) for p in spec.points] == [
+        ("tfc_w1a1", "icebreaker", "auto"), ("tfc_w1a1", "icebreaker", "fps30000"),
+        ("tfc_w1a1", "ulx3s-85f", "fps1000000"), ("tfc_w1a1", "ulx3s-85f", "fps30000")]
 
 
 def test_key_follows_inputs_and_id_follows_coordinates(tmp_path, monkeypatch):
