@@ -11,7 +11,16 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["SkidBuffer"]
+__all__ = ["SkidBuffer", "GROUP_BITS", "flag_groups"]
+
+# Payload bits steered by one copy of the flags (see SkidBuffer.elaborate).
+GROUP_BITS = 32
+
+
+
+def flag_groups(width: int) -> int:
+    """How many copies of its two flags a skid buffer of ``width`` payload bits has."""
+    return max(1, -(-width // GROUP_BITS))
 
 
 class SkidBuffer(wiring.Component):
@@ -27,20 +36,37 @@ class SkidBuffer(wiring.Component):
         # that net's 9.9 ns route was the critical path.
         spare = Signal.like(self.i.payload, reset_less=True)
         payload = Signal.like(self.i.payload, reset_less=True)
-        spare_valid = Signal()
-        take = self.i.valid & self.i.ready
+        width = len(payload.as_value())   # len() of a View counts elements, not bits
+        # The flags that steer the words, copied once per group of GROUP_BITS bits: a wide
+        # word's bits are placed near their consumers, far apart, and one flag's fan-out to
+        # all of them was the jet tagger's ULX3S critical path (spare_valid to ~100 payload
+        # muxes, routed 8.4 ns). The copies are equal registers kept apart ("keep": Yosys
+        # would merge them); the first copies are the ports' own.
+        groups = flag_groups(width)
+        spare_valid = [Signal(name=f"spare_valid{g}" if g else "spare_valid",
+                              attrs={"keep": 1} if g else {}) for g in range(groups)]
+        valid = [self.o.valid] + [Signal(name=f"o_valid{g}", attrs={"keep": 1})
+                                  for g in range(1, groups)]
         # Every combinational output is a whole assignment from a register.
-        m.d.comb += [self.i.ready.eq(~spare_valid), self.o.payload.eq(payload)]
-        move = self.o.ready | ~self.o.valid
-        # The reset-less words as whole-signal assignments: under `If` they would become
-        # `always @*` blocks that Icarus does not run at time 0 (qloom.sim.rtl_check).
-        m.d.sync += [payload.eq(Mux(move, Mux(spare_valid, spare, self.i.payload), payload)),
-                     spare.eq(Mux(~move & take, self.i.payload, spare))]
-        with m.If(move):
-            with m.If(spare_valid):
-                m.d.sync += [self.o.valid.eq(1), spare_valid.eq(0)]
-            with m.Else():
-                m.d.sync += self.o.valid.eq(take)
-        with m.Elif(take):
-            m.d.sync += spare_valid.eq(1)
+        m.d.comb += [self.i.ready.eq(~spare_valid[0]), self.o.payload.eq(payload)]
+        for g in range(groups):
+            bits = slice(g * GROUP_BITS, min(width, (g + 1) * GROUP_BITS))
+            move = self.o.ready | ~valid[g]
+            take = self.i.valid & ~spare_valid[g]
+            # The reset-less words as whole-signal assignments: under `If` they would
+            # become `always @*` blocks that Icarus does not run at time 0
+            # (qloom.sim.rtl_check).
+            word = payload.as_value()[bits]
+            m.d.sync += [
+                word.eq(Mux(move, Mux(spare_valid[g], spare.as_value()[bits],
+                                      self.i.payload.as_value()[bits]), word)),
+                spare.as_value()[bits].eq(Mux(~move & take, self.i.payload.as_value()[bits],
+                                              spare.as_value()[bits]))]
+            with m.If(move):
+                with m.If(spare_valid[g]):
+                    m.d.sync += [valid[g].eq(1), spare_valid[g].eq(0)]
+                with m.Else():
+                    m.d.sync += valid[g].eq(take)
+            with m.Elif(take):
+                m.d.sync += spare_valid[g].eq(1)
         return m

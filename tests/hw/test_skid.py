@@ -31,3 +31,12 @@ def test_skid_verilog_starts_clean():
     from qloom.sim.rtl_check import comb_processes_without_reset
     text = verilog.convert(SkidBuffer(shape=data.ArrayLayout(signed(4), 1)), name="skid")
     assert comb_processes_without_reset(text) == []
+
+
+@pytest.mark.parametrize("stall", [0.0, 0.3])
+def test_wide_skid_with_copied_flags_passes_every_word(stall):
+    """100 bits: four copies of the flags (GROUP_BITS 32), each steering its own bits."""
+    words = [[(k * 37 + j * 11) % 1000 - 500 for j in range(10)] for k in range(80)]
+    dut = SkidBuffer(shape=data.ArrayLayout(signed(10), 10))
+    run = run_stream(dut, words, len(words), in_stall=stall, out_stall=stall, seed=5)
+    assert run.outputs == words
