@@ -4,6 +4,7 @@ its output frame or an error reply."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
@@ -70,6 +71,7 @@ class Link(wiring.Component):
         wp, rp = buffer.write_port(), buffer.read_port()
 
         err_code = Signal(3)           # the error reply waiting for the transmitter (0: none)
+        err_pending = Signal()         # err_code != 0, as a register for both FSMs
         report_now = Signal()          # REPORT hands its error to the transmitter
         # The error the receiver waits to hand over, as the cause seen (one flag each, and
         # the fault's status captured): one 3-bit register written from four states
@@ -84,10 +86,11 @@ class Link(wiring.Component):
         # on through a comparison of the code with 0, its choice was the iCEBreaker's
         # critical path: 5 LUT levels from err_code back to itself.)
         with m.If(report_now):
-            m.d.sync += err_code.eq(Mux(bad_fault, report_status,
-                                        Mux(bad_length, Status.BAD_LENGTH, Status.BAD_CRC)))
+            m.d.sync += [err_code.eq(Mux(bad_fault, report_status,
+                                         Mux(bad_length, Status.BAD_LENGTH, Status.BAD_CRC))),
+                         err_pending.eq(1)]
         with m.Elif(sent_error):
-            m.d.sync += err_code.eq(0)
+            m.d.sync += [err_code.eq(0), err_pending.eq(0)]
 
         # Receiver: hunt, length, payload into the buffer, CRC check, then feed.
         rx_crc = Signal(16)
@@ -102,12 +105,15 @@ class Link(wiring.Component):
         fault = Signal()
         fault_status = Signal(8)
         len_lo_ok, crc_lo_ok, addr_last = Signal(), Signal(), Signal()
+        nbyte_last, nword_last = Signal(), Signal()    # nbyte, nword at their last value
 
         # Input stage: each byte is registered together with the comparisons the receiver
         # needs, so that no path runs from the UART through a wide compare into the state
         # machine. (A byte arrives at most every 10 * divisor cycles: this costs nothing.)
-        b, byte, b_error, take = Signal(8), Signal(), Signal(), Signal()
-        b_sync, b_len_lo, b_len_hi, b_crc_hi = Signal(), Signal(), Signal(), Signal()
+        # The second length and CRC bytes are judged whole here, with the first byte's
+        # result (taken by then): each is one flag for the state logic.
+        b, byte, take = Signal(8), Signal(), Signal()
+        b_sync, b_len_lo, b_len_ok, b_crc_ok = Signal(), Signal(), Signal(), Signal()
         payload = self.i.payload
         m.d.comb += self.i.ready.eq(~byte)
         # ``idle`` counts the cycles since the last byte; every request state is entered
@@ -120,16 +126,16 @@ class Link(wiring.Component):
         with m.If(self.i.valid & ~byte):
             m.d.sync += [b.eq(payload), byte.eq(1), b_sync.eq(payload == REQUEST_SYNC),
                          b_len_lo.eq(payload == (fin.frame_bytes & 0xFF)),
-                         b_len_hi.eq(payload == (fin.frame_bytes >> 8)),
-                         b_crc_hi.eq(payload == rx_crc[8:])]
+                         b_len_ok.eq(len_lo_ok & (payload == (fin.frame_bytes >> 8))),
+                         b_crc_ok.eq(crc_lo_ok & (payload == rx_crc[8:]))]
         with m.Elif(take):
             m.d.sync += byte.eq(0)
         # One registered fault flag and its status for the receiving states (a UART error
         # before a timeout): the two tested in turn were part of the receiver's state
-        # logic on the iCEBreaker's critical path.
+        # logic on the iCEBreaker's critical path. A fault wins over a byte seen in the
+        # same cycle (a byte that comes exactly as the request times out is too late).
         timed_out = (idle == self.timeout - 1) & ~byte
-        m.d.sync += [b_error.eq(self.rx_error),
-                     fault.eq(self.rx_error | timed_out),
+        m.d.sync += [fault.eq(self.rx_error | timed_out),
                      fault_status.eq(Mux(self.rx_error, Status.UART_ERROR, Status.TIMEOUT))]
         m.d.comb += [wp.addr.eq(addr), wp.data.eq(b), rp.addr.eq(addr),
                      feed.payload.data.eq(word[:fin.data_bits])]
@@ -138,18 +144,27 @@ class Link(wiring.Component):
             with m.State("HUNT"):
                 m.d.comb += take.eq(1)
                 m.d.sync += [rx_crc.eq(CRC_INIT), nbyte.eq(0), nword.eq(0), addr.eq(0),
-                             addr_last.eq(fin.frame_bytes == 1)]
+                             addr_last.eq(fin.frame_bytes == 1),
+                             nbyte_last.eq(fin.bytes_per_word == 1),
+                             nword_last.eq(fin.words == 1)]
                 with m.If(byte & b_sync):
                     m.next = "LEN0"
 
             with m.State("REPORT"):    # one error reply at a time; bytes wait meanwhile
-                with m.If(err_code == 0):
+                with m.If(~err_pending):
                     m.d.comb += report_now.eq(1)
                     m.d.sync += [bad_fault.eq(0), bad_length.eq(0)]
                     m.next = "HUNT"
 
-            def receiving(next_state, *, crc=True):
-                """Common to the states that take a byte: CRC, timeout, UART errors."""
+            # The receiving states: a fault (UART error, timeout) ends the request, else a
+            # byte is taken and decides the next state. Every state's next value thus
+            # depends on a few flags only (with the byte's error and the fault tested
+            # separately, and the length judged from two flags, the receiver's next state
+            # was 6 LUT levels: the jet tagger's iCEBreaker critical path).
+            @contextmanager
+            def receiving(*, crc=True):
+                """Common to the states that take a byte: CRC, timeout, UART errors; the
+                ``with`` body runs with the byte taken."""
                 with m.If(fault):
                     m.d.sync += [report_status.eq(fault_status), bad_fault.eq(1)]
                     m.next = "REPORT"
@@ -157,57 +172,53 @@ class Link(wiring.Component):
                     m.d.comb += take.eq(1)
                     if crc:
                         m.d.sync += rx_crc.eq(crc16_step(rx_crc, b))
-                    if next_state is not None:
-                        m.next = next_state
+                    yield
 
             with m.State("LEN0"):
-                receiving("LEN1")
-                m.d.sync += len_lo_ok.eq(b_len_lo)
+                with receiving():
+                    m.d.sync += len_lo_ok.eq(b_len_lo)
+                    m.next = "LEN1"
             with m.State("LEN1"):
-                receiving(None)
-                with m.If(byte & ~b_error):
-                    with m.If(len_lo_ok & b_len_hi):
+                with receiving():
+                    with m.If(b_len_ok):
                         m.next = "DATA"
                     with m.Else():
-                        # (After `receiving`: a fault seen in the same cycle gives way, as
-                        # one error register written last by this branch did.)
-                        m.d.sync += [bad_length.eq(1), bad_fault.eq(0)]
+                        m.d.sync += bad_length.eq(1)
                         m.next = "REPORT"
             with m.State("DATA"):
-                receiving(None)
-                with m.If(byte & ~b_error):
+                with receiving():
                     m.d.comb += wp.en.eq(1)
                     m.d.sync += [addr.eq(addr + 1), addr_last.eq(addr == fin.frame_bytes - 2)]
                     with m.If(addr_last):
                         m.next = "CRC0"
             with m.State("CRC0"):
-                receiving("CRC1", crc=False)
+                with receiving(crc=False):
+                    m.d.sync += crc_lo_ok.eq(b == rx_crc[:8])
+                    m.next = "CRC1"
                 # The request is written: the reads start from 0 (cleared here, whatever
                 # the bytes, the address takes no fault or CRC into its logic).
-                m.d.sync += [crc_lo_ok.eq(b == rx_crc[:8]), addr.eq(0)]
+                m.d.sync += addr.eq(0)
             with m.State("CRC1"):
-                receiving(None, crc=False)
-                with m.If(byte & ~b_error):
-                    with m.If(crc_lo_ok & b_crc_hi):
+                with receiving(crc=False):
+                    with m.If(b_crc_ok):
                         m.next = "READ"
                     with m.Else():
-                        m.d.sync += [bad_fault.eq(0), bad_length.eq(0)]   # a bad CRC
-                        m.next = "REPORT"
+                        m.next = "REPORT"               # a bad CRC: neither flag
             with m.State("READ"):      # the read port fetches buffer[addr]
                 m.next = "SHIFT"
             with m.State("SHIFT"):
-                m.d.sync += [addr.eq(addr + 1), nbyte.eq(nbyte + 1)]
+                m.d.sync += [addr.eq(addr + 1), nbyte.eq(nbyte + 1),
+                             nbyte_last.eq(nbyte + 2 == fin.bytes_per_word)]
                 m.next = "READ"
-                with m.If(nbyte == fin.bytes_per_word - 1):
-                    m.d.sync += nbyte.eq(0)
+                with m.If(nbyte_last):
+                    m.d.sync += [nbyte.eq(0), nbyte_last.eq(fin.bytes_per_word == 1)]
                     m.next = "FEED"
             with m.State("FEED"):
-                last = nword == fin.words - 1
-                m.d.comb += [feed.valid.eq(1), feed.payload.last.eq(last)]
+                m.d.comb += [feed.valid.eq(1), feed.payload.last.eq(nword_last)]
                 with m.If(feed.ready):
-                    m.d.sync += nword.eq(nword + 1)
+                    m.d.sync += [nword.eq(nword + 1), nword_last.eq(nword + 2 == fin.words)]
                     m.next = "READ"
-                    with m.If(last):
+                    with m.If(nword_last):
                         m.next = "HUNT"
 
         # A whole-signal assignment (reset-less under `If`: an `always @*`, rtl_check).
@@ -219,10 +230,10 @@ class Link(wiring.Component):
         # routing on a nearly full UP5K). The boards' clock domains start in reset, which
         # sets the state, so the power-up value Yosys ignores for a recoded FSM is unused.
         rx_fsm.state.attrs["fsm_encoding"] = "one-hot"
-        self._transmitter(m, result, err_code, sent_error)
+        self._transmitter(m, result, err_code, err_pending, sent_error)
         return m
 
-    def _transmitter(self, m, result, err_code, sent_error):
+    def _transmitter(self, m, result, err_code, err_pending, sent_error):
         """The reply side: error replies (``err_code``, acknowledged by ``sent_error``)
         between output frames, output frames from ``result`` as they come."""
         fout = self.output_format
@@ -259,7 +270,7 @@ class Link(wiring.Component):
         with m.FSM(name="tx") as tx_fsm:
             with m.State("IDLE"):
                 m.d.sync += [tx_crc.eq(CRC_INIT), out_byte.eq(0), out_nword.eq(0)]
-                with m.If(err_code != 0):
+                with m.If(err_pending):
                     m.d.comb += sent_error.eq(1)
                     m.d.sync += [status.eq(err_code), tx_len.eq(0)]
                     m.next = "SYNC"

@@ -53,6 +53,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, check_dsp_primitive
+from .skid import GROUP_BITS
 from .estimate import Features
 from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sums,
                            product_parts, select_datapath, select_product, tree_groups,
@@ -337,12 +338,12 @@ class MVU(wiring.Component):
         m.d.comb += [w_port.addr.eq(w_fetch), w_port.en.eq(1)]
 
         # Operands: the weight word and the input word (from the stream or the buffer).
-        tag = {"valid": Signal(), "first": Signal(), "last": Signal()}
+        issued = {"valid": issue, "first": s_fold == 0, "last": s_last}
+        tag = _Tag({key: Signal(name=f"issue_{key}") for key in issued}, "issue", issued)
         x_reg = Signal.like(self.i.payload, reset_less=True)
         x_from_stream = Signal()
-        m.d.sync += [tag["valid"].eq(issue), tag["first"].eq(s_fold == 0),
-                     tag["last"].eq(s_last), x_reg.eq(self.i.payload),
-                     x_from_stream.eq(from_stream)]
+        m.d.sync += [*(tag[key].eq(value) for key, value in issued.items()),
+                     x_reg.eq(self.i.payload), x_from_stream.eq(from_stream)]
         in_layout = self.i.payload.shape()
         x_buffered = None
         if nf > 1:
@@ -483,10 +484,12 @@ class MVU(wiring.Component):
         # adder away from the register (the jet tagger's iCEBreaker path: accumulator ->
         # 6.5 ns -> adder -> 7 ns -> accumulator).
         sums = []
+        steer = self._tag_copies(m, tag, Shape.cast(acc_shape).width)
         for p, dot in enumerate(dots):
             # No reset ("first" clears it), so a whole-signal assignment (rtl_check).
             acc = Signal(acc_shape, name=f"acc{p}", reset_less=True)
-            m.d.sync += acc.eq(Mux(tag["valid"], Mux(tag["first"], 0, acc) + dot, acc))
+            valid, first = steer[p]
+            m.d.sync += acc.eq(Mux(valid, Mux(first, 0, acc) + dot, acc))
             sums.append(acc)
         done = Signal()
         m.d.sync += done.eq(tag["valid"] & tag["last"])
@@ -562,11 +565,31 @@ class MVU(wiring.Component):
                     for s, v in enumerate(row)]
             registered.append(regs)
         tag = {**tag, **(extra or {})}
-        new_tag = {key: Signal(name=f"{name}_{key}") for key in tag}
+        new_tag = _Tag({key: Signal(name=f"{name}_{key}") for key in tag}, name, tag)
         for row, regs in zip(rows, registered):
             m.d.sync += [reg.eq(v) for reg, v in zip(regs, row)]
         m.d.sync += [new_tag[key].eq(tag[key]) for key in tag]
         return registered, new_tag
+
+    def _tag_copies(self, m, tag, acc_bits):
+        """``(valid, first)`` for each PE's accumulator: copies of ``tag``'s registers,
+        one per group of accumulators of about ``GROUP_BITS`` bits, registered from the
+        same source (no latency). One pair steering every accumulator was the jet
+        tagger's ULX3S critical path (``dot_first`` to accumulators 38 columns away,
+        5.3 ns of route); the copies are kept apart ("keep": Yosys would merge them)."""
+        per_copy = max(1, GROUP_BITS // acc_bits)
+        if self._pe <= per_copy:
+            return [(tag["valid"], tag["first"])] * self._pe
+        steer = []
+        for p in range(self._pe):
+            if p % per_copy == 0:
+                copy = []
+                for key in ("valid", "first"):
+                    reg = Signal(name=f"{tag.name}{p // per_copy}_{key}", attrs={"keep": 1})
+                    m.d.sync += reg.eq(tag.source[key])
+                    copy.append(reg)
+            steer.append(tuple(copy))
+        return steer
 
     def _elaborate_thresholds(self, m, done, sums, result):
         """Fused thresholds: register the sums, read the fold's thresholds, compare
@@ -646,6 +669,21 @@ def threshold_lane_bits(weights, w_type: DataType, in_type: DataType,
     return data.StructLayout(lane).size
 
 
+class _Tag(dict):
+    """A stage's registered pipeline tag, with the stage's name and the tag it registers
+    (from which ``_tag_copies`` registers copies in the same cycle)."""
+
+    def __init__(self, registers, name, source):
+        super().__init__(registers)
+        self.name, self.source = name, source
+
+
+def tag_copy_registers(pe: int, acc_bits: int) -> int:
+    """The flip-flops of ``MVU._tag_copies``: two per group of accumulators."""
+    per_copy = max(1, GROUP_BITS // acc_bits)
+    return 0 if pe <= per_copy else 2 * -(-pe // per_copy)
+
+
 def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type: DataType,
              acc_bits: int, thresholds: int, out_bits: int, dsps: int, pipeline: bool,
              dsp_blocks: bool, weights_block: bool, thresholds_block: bool,
@@ -708,7 +746,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         # buffer's (chosen after the register).
         f.add("ff", "operands", pe * simd * wb + simd * ib * (2 if mh // pe > 1 else 1))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
-    f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1))
+    f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
+          + tag_copy_registers(pe, acc_bits))
     # The registers inside the adder tree: a partial sum per group of terms per stage.
     parts = product_parts(wb, ib) if pipeline else 1
     terms = tree_terms(pe=pe, simd=simd, datapath=path, dsps=dsps, parts=parts)
