@@ -189,14 +189,20 @@ SYNTH_OPTS = ""
 RETRY_OPTS = "-dff"
 
 
-# nextpnr-ecp5's router1 was still routing the jet tagger (133 DSP blocks) after 20 minutes;
-# router2 finished it in 2. On TFC-w1a1 (no DSP) router1 gave 137 MHz, router2 114 MHz.
+# nextpnr-ecp5's router1 was still routing the jet tagger (133 DSP blocks) after 20 minutes
+# with its blocks where nextpnr's legaliser put them; router2 finished it in 2. With the
+# blocks placed in lane order (qloom.flows.ecp5_dsp_place, the 85F die) router1 routes it in
+# 3 minutes and better: 155.5 MHz against router2's 139.3 on the same netlist. On TFC-w1a1
+# (no DSP) router1 gave 137 MHz, router2 114 MHz.
 ROUTER2_FROM_DSPS = 64
 
 
-def router_for(family: str, dsps: int) -> str | None:
-    """The nextpnr router for a design using ``dsps`` DSP blocks (None: the default)."""
-    return "router2" if family == "ecp5" and dsps >= ROUTER2_FROM_DSPS else None
+def router_for(family: str, dsps: int, device: str) -> str | None:
+    """The nextpnr router for a design using ``dsps`` DSP blocks on ``device`` (None: the
+    default, router1): router2 for many DSP blocks that qloom does not place itself."""
+    from .ecp5_dsp_place import DIES_85F
+    return ("router2" if family == "ecp5" and dsps >= ROUTER2_FROM_DSPS
+            and device not in DIES_85F else None)
 
 
 def board_synth_opts(family: str) -> str:

@@ -355,9 +355,19 @@ class MVU(wiring.Component):
                 shape=in_layout, depth=sf, init=[],
                 attrs={**self._buffer_ram_style.attrs, "no_rw_check": 1})
             b_write, b_read = buffer.write_port(), buffer.read_port()
-            m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
-                         b_write.en.eq(issue & from_stream),
-                         b_read.addr.eq(s_fold), b_read.en.eq(1)]
+            m.d.comb += [b_read.addr.eq(s_fold), b_read.en.eq(1)]
+            if sf > 1:
+                # Written a cycle late, from the registered word, address and enable (the
+                # stream's handshake into the write enable of a LUT RAM buffer 15 columns
+                # away was the jet tagger's ULX3S path). The next read of that word comes
+                # ``sf`` issues later, after the write.
+                s_fold_w = Signal.like(s_fold, name="s_fold_w")
+                m.d.sync += s_fold_w.eq(s_fold)
+                m.d.comb += [b_write.addr.eq(s_fold_w), b_write.data.eq(x_reg),
+                             b_write.en.eq(tag["valid"] & x_from_stream)]
+            else:
+                m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
+                             b_write.en.eq(issue & from_stream)]
             x_buffered = b_read.data
         if self.fetch_register:
             # The weights are read a cycle later (from ``w_addr_fetch``): the input words
@@ -526,21 +536,36 @@ class MVU(wiring.Component):
         s_last, from_stream = Signal(init=sf == 1), Signal(init=1)
         w_addr = Signal(range(nf * sf))
         issue, may_issue = Signal(), Signal()
+        # ``i.ready`` is a register of its own, computed from the next values of the flags
+        # it depends on: from ``room`` through the ready logic to the input skid buffer's
+        # enables far across the die was the jet tagger's ULX3S path (7.1 ns at 150 MHz).
+        ready = Signal(init=1)
         m.d.comb += [may_issue.eq(loaded & (room | ~s_last)),
                      issue.eq(may_issue & (self.i.valid | ~from_stream)),
-                     self.i.ready.eq(may_issue & from_stream)]
+                     self.i.ready.eq(ready & loaded)]
         reserve, release = issue & s_last, queue.r_rdy & self.o.ready
+        s_next = Mux(s_last, 0, s_fold + 1)
+        n_next = Mux(n_fold == nf - 1, 0, n_fold + 1)
+        # Whole-signal assignments (under `If`, comb values become `always @*` blocks that
+        # Icarus does not run at time 0: qloom.sim.rtl_check).
+        s_last_next, from_stream_next, room_next = Signal(), Signal(), Signal()
+        m.d.comb += [
+            s_last_next.eq(Mux(issue, s_next == sf - 1, s_last)),
+            from_stream_next.eq(Mux(issue & s_last, n_next == 0, from_stream)),
+            room_next.eq(Mux(reserve & ~release, reserved < depth - 1,
+                             Mux(release & ~reserve, 1, room)))]
         with m.If(reserve & ~release):
-            m.d.sync += [reserved.eq(reserved + 1), room.eq(reserved < depth - 1)]
+            m.d.sync += reserved.eq(reserved + 1)
         with m.Elif(release & ~reserve):
-            m.d.sync += [reserved.eq(reserved - 1), room.eq(1)]
+            m.d.sync += reserved.eq(reserved - 1)
         with m.If(issue):
-            s_next = Mux(s_last, 0, s_fold + 1)
-            m.d.sync += [s_fold.eq(s_next), s_last.eq(s_next == sf - 1),
+            m.d.sync += [s_fold.eq(s_next),
                          w_addr.eq(Mux(w_addr == nf * sf - 1, 0, w_addr + 1))]
             with m.If(s_last):
-                n_next = Mux(n_fold == nf - 1, 0, n_fold + 1)
-                m.d.sync += [n_fold.eq(n_next), from_stream.eq(n_next == 0)]
+                m.d.sync += n_fold.eq(n_next)
+        m.d.sync += [s_last.eq(s_last_next), from_stream.eq(from_stream_next),
+                     room.eq(room_next),
+                     ready.eq(from_stream_next & (room_next | ~s_last_next))]
         return queue, issue, s_fold, s_last, from_stream, w_addr
 
     def _product(self, w_code, x_code, lane):
@@ -767,6 +792,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     f.add("ff", "input", simd * ib)
     if mh // pe > 1:
         f.add_memory("buffer", ram_cost(mw // simd, simd * ib, family, buffer_block))
+        if mw // simd > 1:
+            f.add("ff", "input", (mw // simd - 1).bit_length())    # the write address copy
     if thresholds:
         f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
                                       + adder_tree_luts(thresholds, 1)))

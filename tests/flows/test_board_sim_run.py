@@ -102,8 +102,8 @@ def test_cli_board_sim_then_run(tiny, capsys):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port, head = _port_line(proc)
-        assert "virtual icebreaker (as `qloom build` would make it): clock 48 MHz, board " \
-               "UART 1,000,000 baud (48 clocks per bit), host side 1,000,000 baud" in head[0]
+        assert "virtual icebreaker (as `qloom build` would make it): clock 50.25 MHz, board " \
+               "UART 1,005,000 baud (50 clocks per bit), host side 1,000,000 baud" in head[0]
         code = main(["run", str(out), "--port", port, "--inputs", str(x),
                      "--timeout", RUN_TIMEOUT])
         printed = capsys.readouterr().out

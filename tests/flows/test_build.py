@@ -204,7 +204,7 @@ def test_cli_errors(tmp_path, capsys):
     assert "is not a compiled design" in capsys.readouterr().err
     out = toy_out(tmp_path / "out")
     assert main(["build", str(out), "--board", "icebreaker", "--baud", "20000000"]) == 2
-    assert ("qloom build: error: Baud rate 20000000 is too fast for a 48 MHz clock"
+    assert ("qloom build: error: Baud rate 20000000 is too fast for a 50.25 MHz clock"
             in capsys.readouterr().err)
     assert main(["build", str(out), "--board", "nope"]) == 2
     assert "unknown board 'nope'" in capsys.readouterr().err

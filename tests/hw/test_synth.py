@@ -109,8 +109,11 @@ def test_failed_synthesis_is_retried_with_dff(tmp_path, monkeypatch, capsys):
 
 
 def test_router_choice():
-    assert synth.router_for("ecp5", 133) == "router2"
-    assert synth.router_for("ecp5", 4) is None and synth.router_for("ice40", 200) is None
+    # router2 only for many DSP blocks that ecp5_dsp_place does not place (not the 85F)
+    assert synth.router_for("ecp5", 70, "LFE5U-45F") == "router2"
+    assert synth.router_for("ecp5", 133, "LFE5U-85F") is None
+    assert synth.router_for("ecp5", 4, "LFE5U-45F") is None
+    assert synth.router_for("ice40", 200, "iCE40UP5K") is None
 
 
 def test_read_nextpnr_report(tmp_path):
