@@ -533,7 +533,7 @@ class MVU(wiring.Component):
         # stream) are registers, not compares of the counters: they feed the issue logic,
         # and on iCE40 the compares made it the critical path.
         s_fold, n_fold = Signal(range(sf)), Signal(range(nf))
-        s_last, from_stream = Signal(init=sf == 1), Signal(init=1)
+        s_last, n_last, from_stream = Signal(init=sf == 1), Signal(init=nf == 1), Signal(init=1)
         w_addr = Signal(range(nf * sf))
         issue, may_issue = Signal(), Signal()
         # ``i.ready`` is a register of its own, computed from the next values of the flags
@@ -545,13 +545,17 @@ class MVU(wiring.Component):
                      self.i.ready.eq(ready & loaded)]
         reserve, release = issue & s_last, queue.r_rdy & self.o.ready
         s_next = Mux(s_last, 0, s_fold + 1)
-        n_next = Mux(n_fold == nf - 1, 0, n_fold + 1)
-        # Whole-signal assignments (under `If`, comb values become `always @*` blocks that
-        # Icarus does not run at time 0: qloom.sim.rtl_check).
+        n_next = Mux(n_last, 0, n_fold + 1)
+        # The next flags from compares of the counters' present values (not of the
+        # incremented ones: an adder and a compare in series into ``ready`` were the
+        # iCEBreaker's path). Whole-signal assignments (under `If`, comb values become
+        # `always @*` blocks that Icarus does not run at time 0: qloom.sim.rtl_check).
+        s_penult = (s_fold == sf - 2) if sf > 1 else Const(0)
+        n_penult = (n_fold == nf - 2) if nf > 1 else Const(0)
         s_last_next, from_stream_next, room_next = Signal(), Signal(), Signal()
         m.d.comb += [
-            s_last_next.eq(Mux(issue, s_next == sf - 1, s_last)),
-            from_stream_next.eq(Mux(issue & s_last, n_next == 0, from_stream)),
+            s_last_next.eq(Mux(issue, Mux(s_last, sf == 1, s_penult), s_last)),
+            from_stream_next.eq(Mux(issue & s_last, n_last, from_stream)),
             room_next.eq(Mux(reserve & ~release, reserved < depth - 1,
                              Mux(release & ~reserve, 1, room)))]
         with m.If(reserve & ~release):
@@ -562,7 +566,7 @@ class MVU(wiring.Component):
             m.d.sync += [s_fold.eq(s_next),
                          w_addr.eq(Mux(w_addr == nf * sf - 1, 0, w_addr + 1))]
             with m.If(s_last):
-                m.d.sync += n_fold.eq(n_next)
+                m.d.sync += [n_fold.eq(n_next), n_last.eq(Mux(n_last, nf == 1, n_penult))]
         m.d.sync += [s_last.eq(s_last_next), from_stream.eq(from_stream_next),
                      room.eq(room_next),
                      ready.eq(from_stream_next & (room_next | ~s_last_next))]

@@ -120,11 +120,15 @@ SEARCH_FROM = 31
 def compare_register(thresholds: int, family=None) -> bool:
     """Whether the parallel compares are registered before they are counted: when the
     count is deeper than ``TREE_LEVELS`` adder levels (15 thresholds compared, counted and
-    coded in one cycle: 90.7 MHz on the ECP5-85F, 28.1 MHz on the UP5K), and on the ECP5
+    coded in one cycle: 90.7 MHz on the ECP5-85F, 28.1 MHz on the UP5K), on the ECP5
     (``family``) whenever there is a count at all (3 thresholds of UNSW-NB15's last layer
-    compared, counted and coded in one cycle: 119 MHz, 16 carry and LUT levels)."""
+    compared, counted and coded in one cycle: 119 MHz, 16 carry and LUT levels), and on the
+    iCE40 always (a single compare's carry chain into the matrix unit's output queue, placed
+    apart on a UP5K 75% full, was TFC-w1a1 --fold auto's path: 11 levels and 12.7 ns of
+    routing, 50.3 MHz)."""
     from .estimate import Family
-    return thresholds > 1 << TREE_LEVELS or (family is Family.ECP5 and thresholds > 1)
+    return (thresholds > 1 << TREE_LEVELS or (family is Family.ECP5 and thresholds > 1)
+            or family is Family.ICE40)
 
 
 def search_read_registers(family=None) -> int:

@@ -192,8 +192,8 @@ def test_thresholding_validation(changes, error, match):
 
 
 def test_compare_register_rule():
-    """Over 4 thresholds everywhere; on the ECP5 from 2 (one threshold has no count)."""
+    """Over 4 thresholds everywhere; on the ECP5 from 2 (one threshold has no count); on
+    the iCE40 always."""
     assert [compare_register(k) for k in (1, 2, 4, 5)] == [False, False, False, True]
     assert [compare_register(k, Family.ECP5) for k in (1, 2, 4, 5)] == [False, True, True, True]
-    assert [compare_register(k, Family.ICE40) for k in (1, 2, 4, 5)] == [False, False, False,
-                                                                          True]
+    assert [compare_register(k, Family.ICE40) for k in (1, 2, 4, 5)] == [True, True, True, True]
