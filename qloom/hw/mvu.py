@@ -53,11 +53,11 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from .dsp import Ecp5Multiplier, check_dsp_primitive
-from .skid import GROUP_BITS
 from .estimate import Features
 from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sums,
                            product_parts, select_datapath, select_product, tree_groups,
                            tree_levels, tree_stages, tree_sum, value_of)
+from .skid import GROUP_BITS
 from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blocks,
                     spram_image)
 from .threshold import ThresholdSpec, ThresholdTable, compare_register
@@ -606,7 +606,7 @@ class MVU(wiring.Component):
         same source (no latency). One pair steering every accumulator was the jet
         tagger's ULX3S critical path (``dot_first`` to accumulators 38 columns away,
         5.3 ns of route); the copies are kept apart ("keep": Yosys would merge them)."""
-        per_copy = max(1, GROUP_BITS // acc_bits)
+        per_copy = _accumulators_per_copy(acc_bits)
         if self._pe <= per_copy:
             return [(tag["valid"], tag["first"])] * self._pe
         steer = []
@@ -707,9 +707,14 @@ class _Tag(dict):
         self.name, self.source = name, source
 
 
+def _accumulators_per_copy(acc_bits: int) -> int:
+    """Accumulators steered by one copy of the tag (``MVU._tag_copies``)."""
+    return max(1, GROUP_BITS // acc_bits)
+
+
 def tag_copy_registers(pe: int, acc_bits: int) -> int:
     """The flip-flops of ``MVU._tag_copies``: two per group of accumulators."""
-    per_copy = max(1, GROUP_BITS // acc_bits)
+    per_copy = _accumulators_per_copy(acc_bits)
     return 0 if pe <= per_copy else 2 * -(-pe // per_copy)
 
 

@@ -17,7 +17,6 @@ __all__ = ["SkidBuffer", "GROUP_BITS", "flag_groups"]
 GROUP_BITS = 32
 
 
-
 def flag_groups(width: int) -> int:
     """How many copies of its two flags a skid buffer of ``width`` payload bits has."""
     return max(1, -(-width // GROUP_BITS))
