@@ -92,7 +92,18 @@ class Link(wiring.Component):
         with m.Elif(sent_error):
             m.d.sync += [err_code.eq(0), err_pending.eq(0)]
 
-        # Receiver: hunt, length, payload into the buffer, CRC check, then feed.
+        self._receiver(m, feed, wp, rp, report_now=report_now, err_pending=err_pending,
+                       report_status=report_status, bad_fault=bad_fault,
+                       bad_length=bad_length)
+        self._transmitter(m, result, err_code, err_pending, sent_error)
+        return m
+
+    def _receiver(self, m, feed, wp, rp, *, report_now, err_pending, report_status,
+                  bad_fault, bad_length):
+        """The request side: hunt, length, payload into the buffer (``wp``), CRC check,
+        then feed the frame from the buffer (``rp``) to ``feed``; an error is kept as its
+        cause flags and handed on in REPORT (``report_now``) once none is pending."""
+        fin = self.input_format
         rx_crc = Signal(16)
         # Assembled from the buffer's bytes; no reset, so that the register behind the
         # block RAM read can move into the block (qloom.flows.ecp5_outreg: TFC-w2a2 at
@@ -230,8 +241,6 @@ class Link(wiring.Component):
         # routing on a nearly full UP5K). The boards' clock domains start in reset, which
         # sets the state, so the power-up value Yosys ignores for a recoded FSM is unused.
         rx_fsm.state.attrs["fsm_encoding"] = "one-hot"
-        self._transmitter(m, result, err_code, err_pending, sent_error)
-        return m
 
     def _transmitter(self, m, result, err_code, err_pending, sent_error):
         """The reply side: error replies (``err_code``, acknowledged by ``sent_error``)
