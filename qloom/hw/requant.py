@@ -7,7 +7,9 @@ A pixel's ``C`` channels arrive as ``C/lanes`` words (word ``j`` lane ``p`` is c
 Four register stages (add; quotient and round-up bit; round; clamp) behind one global
 stall: one word per cycle, latency 4. The offsets are looked up words ahead, into
 registers, so that no table read precedes the adder (it made the requantizer the iCE40
-critical path).
+critical path). The offset table is a ROM in LUTs, or in block RAM where
+:func:`table_in_block_ram` says the LUTs would cost more (then the unit takes no word
+for the first two cycles after reset, while the block's read pipeline fills).
 """
 
 from __future__ import annotations
@@ -19,11 +21,26 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import Rounding
-from .estimate import Features
+from .estimate import Family, Features, memory_cost, use_block_ram
 from .types import shape_of
-from .weight_mem import read_register
+from .weight_mem import RamStyle, pack_words, read_register, rom
 
-__all__ = ["Requantizer"]
+__all__ = ["Requantizer", "table_in_block_ram"]
+
+
+def offset_bits(in_bits: int) -> int:
+    """The width the planner assumes for an offset table entry (the sum's width and a
+    sign bit; the unit's own is from its bias, at most this for biases within the input's
+    range)."""
+    return in_bits + 2
+
+
+def table_in_block_ram(*, channels: int, lanes: int, in_bits: int, family: Family) -> bool:
+    """Whether the requantizer's offset table (``channels/lanes`` words of ``lanes``
+    offsets) belongs in block RAM: the general read-only memory rule of
+    :func:`qloom.hw.estimate.use_block_ram`. On a UP5K the jet tagger's 64 x 26-bit table
+    in LUTs was the critical path (a 4-level LUT mux, 50.19 MHz at 50.25)."""
+    return use_block_ram(channels // lanes, lanes * offset_bits(in_bits), family)
 
 
 class Requantizer(wiring.Component):
@@ -33,7 +50,7 @@ class Requantizer(wiring.Component):
     latency = 4
 
     def __init__(self, *, bias, shift: int, rounding: Rounding, lo: int, hi: int,
-                 in_type: DataType, out_type: DataType, lanes: int):
+                 in_type: DataType, out_type: DataType, lanes: int, block_table: bool = False):
         if not isinstance(in_type, DataType) or not isinstance(out_type, DataType):
             raise TypeError(f"Datatypes must be qloom DataTypes, not {in_type!r} and "
                             f"{out_type!r}")
@@ -56,6 +73,7 @@ class Requantizer(wiring.Component):
         self._bias = bias.astype(np.int64)
         self._shift, self._rounding, self._lo, self._hi = shift, rounding, lo, hi
         self._in_type, self._out_type, self._lanes = in_type, out_type, lanes
+        self._block_table = bool(block_table)
         self._sum_type = smallest_type(in_type.min + int(self._bias.min()),
                                        in_type.max + int(self._bias.max()))
         super().__init__({
@@ -90,13 +108,9 @@ class Requantizer(wiring.Component):
               Rounding.HALF_EVEN: (rem > half) | ((rem == half) & q[0])}[self._rounding]
         return q, up
 
-    def elaborate(self, platform):
-        m = Module()
-        folds = self.channels // self._lanes
-        advance = Signal()
-        m.d.comb += [advance.eq(~self.o.valid | self.o.ready), self.i.ready.eq(advance)]
-
-        width = self._sum_type.bits + 1
+    def _logic_lookup(self, m, folds, width, advance):
+        """The offsets in use (a register per lane), from a table in LUTs."""
+        m.d.comb += self.i.ready.eq(advance)
         # The lanes' offsets packed in one constant each and selected by a shift, which
         # Yosys writes as an `assign` (an Array would become an `always @*`).
         tables = [Cat(Const(int(b), signed(width)) for b in self._bias[p::self._lanes])
@@ -118,12 +132,50 @@ class Requantizer(wiring.Component):
             m.d.sync += [a.eq(t.word_select(address, width).as_signed())
                          for a, t in zip(ahead, tables)]
             m.d.sync += [o.eq(a) for o, a in zip(offsets, ahead)]
+        return offsets
+
+    def _block_lookup(self, m, folds, width, advance):
+        """The offsets in use (a register per lane), from a table in block RAM: the read
+        port's data and a read register (which the ECP5 block holds itself) run two words
+        ahead, their address three. A block RAM's read data has no reset value, so after
+        reset the unit primes them (two reads, taking no word) before it is ready."""
+        lanes = self._lanes
+        table = rom(lanes * width, pack_words(self._bias.reshape(folds, lanes), width),
+                    RamStyle.BLOCK)
+        m.submodules.offset_table = table
+        port = table.read_port()
+        primed = Signal(2)      # shifts in a one per cycle after reset: primed[1] = ready
+        m.d.sync += primed.eq(Cat(1, primed[0]))
+        m.d.comb += self.i.ready.eq(advance & primed[1])
+        step = Signal()
+        m.d.comb += step.eq(self.i.valid & self.i.ready | ~primed[1])
+        address = Signal(range(max(2, folds)), init=1 % folds)
+        with m.If(step):
+            m.d.sync += address.eq(Mux(address == folds - 1, 0, address + 1))
+        m.d.comb += [port.addr.eq(address), port.en.eq(step)]
+        ahead = read_register(m, port.data, step, "ahead")
+        offsets = [Signal(signed(width), name=f"offset{p}", init=int(self._bias[p]))
+                   for p in range(lanes)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [o.eq(ahead.word_select(p, width).as_signed())
+                         for p, o in enumerate(offsets)]
+        return offsets
+
+    def elaborate(self, platform):
+        m = Module()
+        folds = self.channels // self._lanes
+        advance = Signal()
+        m.d.comb += advance.eq(~self.o.valid | self.o.ready)
+
+        width = self._sum_type.bits + 1
+        lookup = self._block_lookup if self._block_table else self._logic_lookup
+        offsets = lookup(m, folds, width, advance)
         payload = Signal.like(self.o.payload, reset_less=True)
         m.d.comb += self.o.payload.eq(payload)
         valid1, valid2, valid3 = Signal(), Signal(), Signal()
         with m.If(advance):
-            m.d.sync += [valid1.eq(self.i.valid), valid2.eq(valid1), valid3.eq(valid2),
-                         self.o.valid.eq(valid3)]
+            m.d.sync += [valid1.eq(self.i.valid & self.i.ready), valid2.eq(valid1),
+                         valid3.eq(valid2), self.o.valid.eq(valid3)]
         # Data registers without reset (the valid bits say when they count). The
         # quotient and its round-up bit are registered before they are added: the
         # remainder's compare and the increment's carry chain in one cycle were the jet
@@ -141,19 +193,22 @@ class Requantizer(wiring.Component):
         return m
 
 
-def estimate(*, channels: int, lanes: int, in_bits: int, out_bits: int, family) -> Features:
+def estimate(*, channels: int, lanes: int, in_bits: int, out_bits: int,
+             family: Family) -> Features:
     """The requantizer's resources (:class:`qloom.hw.estimate.Features`). Per lane: the
     offset adder, the rounding increment, the clamp, the offset table over the channel
-    folds (a ROM in LUTs) and the registers between them."""
-    from .estimate import memory_cost
-    bits = in_bits + 2
+    folds (in LUTs or block RAM, :func:`table_in_block_ram`) and the registers between
+    them."""
+    bits = offset_bits(in_bits)
     f = Features("requant")
-    table = memory_cost(channels // lanes, bits, family, block=False)
+    folds = channels // lanes
+    block = table_in_block_ram(channels=channels, lanes=lanes, in_bits=in_bits, family=family)
+    table = memory_cost(folds, lanes * bits, family, block=block)
     f.add("lut", "lanes", lanes * (3 * bits + out_bits))
     f.add("ff", "lanes", lanes * (4 * bits + 1 + out_bits))
+    # The looked-up offsets (a read register beside a block, its data register otherwise).
     f.add("ff", "lookahead", lanes * bits)
-    f.add("lut", "table_lut", lanes * table.lut)
-    f.add("ff", "table_ff", lanes * table.ff)
+    f.add_memory("table", table, bits=folds * lanes * bits)
     f.add("lut", "control", 10)
-    f.add("ff", "control", 8)
+    f.add("ff", "control", 8 + 2 * block)
     return f

@@ -16,6 +16,7 @@ def reference(bias, shift, rounding, lo, hi, in_type, out_type, x):
     return layer.execute(x)
 
 
+@pytest.mark.parametrize("block_table", [False, True], ids=["lut_table", "block_table"])
 @pytest.mark.parametrize("rounding", list(Rounding))
 @pytest.mark.parametrize("channels, lanes, shift, in_type, out_type", [
     (6, 2, 3, int_type(9), uint_type(4)),
@@ -24,14 +25,15 @@ def reference(bias, shift, rounding, lo, hi, in_type, out_type, x):
     (2, 1, 1, int_type(6), int_type(4)),        # two folds: the lookahead wraps every word
     (10, 2, 2, int_type(7), uint_type(3)),      # five folds
 ])
-def test_requant_bit_exact_under_stalls(rounding, channels, lanes, shift, in_type, out_type):
+def test_requant_bit_exact_under_stalls(rounding, channels, lanes, shift, in_type, out_type,
+                                        block_table):
     rng = np.random.default_rng(channels * 10 + shift)
     bias = rng.integers(-40, 40, size=channels)
     lo, hi = max(out_type.min, 0), out_type.max
     pixels = 5
     x = rng.integers(in_type.min, in_type.max + 1, size=(pixels, channels))
     dut = Requantizer(bias=bias, shift=shift, rounding=rounding, lo=lo, hi=hi,
-                      in_type=in_type, out_type=out_type, lanes=lanes)
+                      in_type=in_type, out_type=out_type, lanes=lanes, block_table=block_table)
     words = [list(map(int, w)) for w in x.reshape(-1, lanes)]
     run = run_stream(dut, words, len(words), in_stall=0.3, out_stall=0.3, seed=1)
     got = np.array(run.outputs).reshape(pixels, channels)
@@ -39,9 +41,11 @@ def test_requant_bit_exact_under_stalls(rounding, channels, lanes, shift, in_typ
     np.testing.assert_array_equal(got, want)
 
 
-def test_requant_full_rate_and_latency():
+@pytest.mark.parametrize("block_table", [False, True], ids=["lut_table", "block_table"])
+def test_requant_full_rate_and_latency(block_table):
     dut = Requantizer(bias=np.zeros(4, dtype=np.int64), shift=2, rounding=Rounding.HALF_EVEN,
-                      lo=0, hi=15, in_type=int_type(8), out_type=uint_type(4), lanes=2)
+                      lo=0, hi=15, in_type=int_type(8), out_type=uint_type(4), lanes=2,
+                      block_table=block_table)
     run = run_stream(dut, [[k, -k] for k in range(20)], 20)
     assert np.all(np.diff(run.out_cycles) == 1)
     assert run.out_cycles[0] - run.in_cycles[0] == Requantizer.latency
@@ -60,3 +64,17 @@ def test_requant_validation(kwargs, error, message):
     args.update(kwargs)
     with pytest.raises(error, match=message):
         Requantizer(**args)
+
+
+def test_requant_table_in_block_ram_by_the_memory_rule():
+    """The jet tagger's first requantizer (64 channels, INT24 sums, one lane): its 64 x 26
+    table in LUTs was the iCEBreaker's critical path; the rule puts it in block RAM there,
+    and the estimate counts the blocks instead of the LUTs."""
+    from qloom.hw.estimate import Family
+    from qloom.hw.requant import estimate, table_in_block_ram
+    assert table_in_block_ram(channels=64, lanes=1, in_bits=24, family=Family.ICE40)
+    assert not table_in_block_ram(channels=8, lanes=1, in_bits=24, family=Family.ICE40)
+    block = estimate(channels=64, lanes=1, in_bits=24, out_bits=6, family=Family.ICE40)
+    logic = estimate(channels=8, lanes=1, in_bits=24, out_bits=6, family=Family.ICE40)
+    assert (block.bram, logic.bram) == (2, 0)     # 26 bits: two 256 x 16 SB_RAM40_4K
+    assert block.lut["table_lut"] == 0 and logic.lut["table_lut"] > 0

@@ -29,10 +29,12 @@ class RequantEngine(ChannelEngine):
         return self.layer.out_type.bits
 
     def nodes(self, fold, options, dsps=0):
-        from ...hw.requant import Requantizer
+        from ...hw.requant import Requantizer, table_in_block_ram
         from ...hw.top import Node
         layer = self.layer
+        block = table_in_block_ram(channels=layer.channels, lanes=fold.pe,
+                                   in_bits=layer.in_type.bits, family=options.family)
         unit = Requantizer(bias=layer.bias, shift=layer.shift, rounding=layer.rounding,
                            lo=layer.lo, hi=layer.hi, in_type=layer.in_type,
-                           out_type=layer.out_type, lanes=fold.pe)
+                           out_type=layer.out_type, lanes=fold.pe, block_table=block)
         return [Node(self.name, unit, self.inputs, self.output)]
