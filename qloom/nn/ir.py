@@ -78,6 +78,15 @@ class Layer:
     def macs(self, in_shapes, out_shape) -> int:
         return 0
 
+    def output_range(self, net: Network) -> tuple[np.ndarray, np.ndarray]:
+        """Per output channel, the least and greatest value this layer can output (its
+        datatype's range unless the layer knows better): what an activation after it is
+        fitted on (``qloom.nn.passes.thresholds_to_requant``)."""
+        info = net.tensors[self.output]
+        channels = info.shape[-1]
+        return (np.full(channels, info.dtype.min, dtype=np.int64),
+                np.full(channels, info.dtype.max, dtype=np.int64))
+
     @property
     def weight_bits(self) -> int:
         return 0
@@ -110,6 +119,9 @@ class Dense(Layer):
 
     def acc_range(self):
         return _acc_range(self.weights, self.in_type)
+
+    def output_range(self, net):
+        return self.acc_range()
 
     @property
     def acc_type(self) -> DataType:
@@ -177,6 +189,9 @@ class Conv(Layer):
 
     def acc_range(self, in_channels: int):
         return _acc_range(self.dense_weights(in_channels), self.in_type)
+
+    def output_range(self, net):
+        return self.acc_range(net.shape_of(self.inputs[0])[-1])
 
     def acc_type(self, in_channels: int) -> DataType:
         lo, hi = self.acc_range(in_channels)
@@ -317,6 +332,13 @@ class AvgPool(Layer):
 
     def sum_type(self, in_type: DataType) -> DataType:
         return window_sum_type(in_type, self.divisor)
+
+    def output_range(self, net):
+        # Zero padding keeps every window sum inside [count*min, count*max].
+        dtype = net.tensors[self.inputs[0]].dtype
+        channels = net.shape_of(self.output)[-1]
+        return (np.full(channels, self.divisor * dtype.min, dtype=np.int64),
+                np.full(channels, self.divisor * dtype.max, dtype=np.int64))
 
     def execute(self, x):
         n, h, w, c = x.shape

@@ -20,14 +20,11 @@ import numpy as np
 
 from ...errors import UnsupportedModelError
 from .. import ir
-from .values import Int
 from .attrs import node_attr
+from .lowering import Lowering
+from .values import Int
 
-__all__ = ["AVGPOOL_OPS", "lower_avgpool", "float_avgpool_reason"]
-
-AVGPOOL_OPS = ("AveragePool", "GlobalAveragePool")
-
-
+__all__ = ["LOWERINGS", "lower_avgpool"]
 
 
 def float_avgpool_reason(node) -> str:
@@ -98,3 +95,14 @@ def lower_avgpool(state, node, src: Int) -> Int:
     state.layers.append(layer)
     # Not registered in onnx_names: qonnx's float average is not exactly sum * scale.
     return Int(layer.output, node.output[0], src.layout, src.offset, src.quantized)
+
+
+def _lower(state, node, data) -> bool:
+    if not isinstance(data[0], Int):
+        return False
+    state.env[node.output[0]] = lower_avgpool(state, node, data[0])
+    return True
+
+
+LOWERINGS = {op: Lowering(_lower, "average pooling of quantized tensors", float_avgpool_reason)
+             for op in ("AveragePool", "GlobalAveragePool")}

@@ -11,9 +11,10 @@ from ...errors import UnsupportedModelError
 from .. import ir
 from ..dtypes import smallest_type
 from .attrs import node_attr
+from .lowering import Lowering
 from .values import Int
 
-__all__ = ["lower_concat"]
+__all__ = ["LOWERINGS", "lower_concat"]
 
 
 def lower_concat(state, node, data) -> Int:
@@ -63,3 +64,13 @@ def lower_concat(state, node, data) -> Int:
         state.onnx_layouts[layer.output] = layout.to_onnx
     return Int(layer.output, node.output[0], layout, offset, quantized)
 
+
+
+def _lower(state, node, data) -> bool:
+    if not all(isinstance(d, Int) for d in data):
+        return False
+    state.env[node.output[0]] = lower_concat(state, node, data)
+    return True
+
+
+LOWERINGS = {"Concat": Lowering(_lower, "Concat along channels")}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import traceback
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -24,9 +23,9 @@ import onnx
 from ...errors import QloomError, UnsupportedModelError
 from .. import ir
 from ..thresholds import FloatFunction, derive_thresholds
-from .avgpool import AVGPOOL_OPS, float_avgpool_reason, lower_avgpool
-from .concat import lower_concat
+from . import avgpool, concat
 from .layer_builders import LayerBuilders
+from .lowering import Lowering
 from .quantizers import QUANTIZERS, quant_spec
 from .reshape import lower_reshape
 from .values import FloatChain, Int, Prefix
@@ -42,50 +41,13 @@ def from_runtime(e: BaseException) -> bool:
     frames = traceback.extract_tb(e.__traceback__)
     return bool(frames) and any(p in frames[-1].filename for p in _RUNTIMES)
 
-# Elementwise ops that may sit between an accumulator and the next quantizer.
 # Ops that move no element: followed on integer tensors, host ops in the prefix.
 SHAPE_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze")
 
+# Elementwise ops that may sit between an accumulator and the next quantizer.
 ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "LeakyRelu",
                "Sigmoid", "Tanh", "Identity", "Neg", "Abs", "Max", "Min", "Floor", "Ceil",
                "Round", "HardSigmoid")
-
-
-@dataclass(frozen=True)
-class Lowering:
-    """How one ONNX op enters the integer network: the ``LoweringState`` method that
-    lowers it, and what it becomes (the text of every "not supported" message)."""
-
-    method: str
-    becomes: str
-
-
-# ONNX op -> its lowering: the one table the walk dispatches on and the messages quote.
-LOWERINGS = {
-    **{op: Lowering("_quantizer", "quantizers (thresholds, shifts, integer weights)")
-       for op in QUANTIZERS},
-    **{op: Lowering("_linear", "quantized dense (Gemm too) and convolution layers "
-                               "(grouped and depthwise too)") for op in ("MatMul", "Conv")},
-    **{op: Lowering("_elementwise", "float elementwise ops between a layer and the next "
-                                    "quantizer (scales, biases, BatchNorm, ReLU)")
-       for op in ELEMENTWISE if op != "Add"},
-    "Add": Lowering("_add", "residual Add (scales equal or an integer factor apart), or a "
-                            "float bias"),
-    "MaxPool": Lowering("_maxpool", "MaxPool"),
-    **{op: Lowering("_avgpool", "average pooling of quantized tensors") for op in AVGPOOL_OPS},
-    "Concat": Lowering("_concat", "Concat along channels"),
-    **{op: Lowering("_shape", "shape ops that keep the channels-last order") for op in SHAPE_OPS},
-}
-
-
-def supported_ops() -> str:
-    """The ops qloom lowers, grouped by what they become (from ``LOWERINGS``)."""
-    groups = {}
-    for op, lowering in LOWERINGS.items():
-        groups.setdefault(lowering.becomes, []).append(op)
-    return "; ".join(f"{'/'.join(ops)} as {becomes}" for becomes, ops in groups.items())
-
-
 
 
 def _broadcasts_into(const_shape, shape) -> bool:
@@ -130,7 +92,7 @@ class LoweringState(LayerBuilders):
         if any(d is None for d in data):
             raise UnsupportedModelError(f"{op} reads a tensor qloom cannot trace", node.name)
         lowering = LOWERINGS.get(op)
-        if lowering is None or not getattr(self, lowering.method)(node, data):
+        if lowering is None or not lowering.lower(self, node, data):
             self.on_other(node, data)
 
     # Each returns whether it lowered the node (False: ``on_other`` decides).
@@ -156,18 +118,6 @@ class LoweringState(LayerBuilders):
 
     def _maxpool(self, node, data):
         self.on_maxpool(node, data[0])
-        return True
-
-    def _avgpool(self, node, data):
-        if not isinstance(data[0], Int):
-            return False
-        self.env[node.output[0]] = lower_avgpool(self, node, data[0])
-        return True
-
-    def _concat(self, node, data):
-        if not all(isinstance(d, Int) for d in data):
-            return False
-        self.env[node.output[0]] = lower_concat(self, node, data)
         return True
 
     def _shape(self, node, data):
@@ -240,8 +190,9 @@ class LoweringState(LayerBuilders):
             self.on_other(node, [src])
 
     def unsupported(self, node):
-        if node.op_type in AVGPOOL_OPS:
-            return UnsupportedModelError(float_avgpool_reason(node), node.name)
+        lowering = LOWERINGS.get(node.op_type)
+        if lowering is not None and lowering.refusal is not None:
+            return UnsupportedModelError(lowering.refusal(node), node.name)
         where = "here" if node.op_type in LOWERINGS else "inside the network"
         return UnsupportedModelError(
             f"op {node.op_type} is not supported {where} (only in the host tail after the "
@@ -342,3 +293,33 @@ class LoweringState(LayerBuilders):
                 "least one quantized MatMul/Gemm/Conv layer", outputs[0].name)
         chain = final if isinstance(final, FloatChain) else FloatChain(final)
         return self.assemble(chain, outputs[0].name)
+
+
+# ONNX op -> its lowering: the one table the walk dispatches on and the messages quote.
+# An op lowered in a file of its own brings its entries from there (``**module.LOWERINGS``).
+LOWERINGS = {
+    **{op: Lowering(LoweringState._quantizer, "quantizers (thresholds, shifts, integer "
+                                              "weights)") for op in QUANTIZERS},
+    **{op: Lowering(LoweringState._linear, "quantized dense (Gemm too) and convolution "
+                                           "layers (grouped and depthwise too)")
+       for op in ("MatMul", "Conv")},
+    **{op: Lowering(LoweringState._elementwise, "float elementwise ops between a layer and "
+                                                "the next quantizer (scales, biases, "
+                                                "BatchNorm, ReLU)")
+       for op in ELEMENTWISE if op != "Add"},
+    "Add": Lowering(LoweringState._add, "residual Add (scales equal or an integer factor "
+                                        "apart), or a float bias"),
+    "MaxPool": Lowering(LoweringState._maxpool, "MaxPool"),
+    **avgpool.LOWERINGS,
+    **concat.LOWERINGS,
+    **{op: Lowering(LoweringState._shape, "shape ops that keep the channels-last order")
+       for op in SHAPE_OPS},
+}
+
+
+def supported_ops() -> str:
+    """The ops qloom lowers, grouped by what they become (from ``LOWERINGS``)."""
+    groups = {}
+    for op, lowering in LOWERINGS.items():
+        groups.setdefault(lowering.becomes, []).append(op)
+    return "; ".join(f"{'/'.join(ops)} as {becomes}" for becomes, ops in groups.items())

@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from ..dtypes import DataType
-from ..ir import AvgPool, Conv, Dense, MultiThreshold, Network, Requant, Rounding, round_shift
+from ..ir import MultiThreshold, Network, Requant, Rounding, round_shift
 
 __all__ = ["ThresholdsToRequant", "MIN_LEVELS"]
 
@@ -45,18 +45,11 @@ def _boundaries(levels: np.ndarray, shift: int, rounding: Rounding) -> np.ndarra
 
 def _input_range(net: Network, layer: MultiThreshold) -> tuple[np.ndarray, np.ndarray]:
     """Per channel, the exact range of the threshold layer's input."""
-    channels = layer.channels
     producer = net.producer(layer.inputs[0])
-    if isinstance(producer, Dense):
-        return producer.acc_range()
-    if isinstance(producer, Conv):
-        return producer.acc_range(net.shape_of(producer.inputs[0])[-1])
-    if isinstance(producer, AvgPool):
-        dtype = net.tensors[producer.inputs[0]].dtype
-        count = producer.divisor      # zero padding stays inside [count*min, count*max]
-        return np.full(channels, count * dtype.min), np.full(channels, count * dtype.max)
+    if producer is not None:
+        return producer.output_range(net)
     dtype = net.tensors[layer.inputs[0]].dtype
-    return np.full(channels, dtype.min), np.full(channels, dtype.max)
+    return np.full(layer.channels, dtype.min), np.full(layer.channels, dtype.max)
 
 
 def _fit(layer: MultiThreshold, lo, hi, shift: int, rounding: Rounding):
