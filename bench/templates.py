@@ -84,6 +84,21 @@ def _thresholding(family, channels, levels, pe, in_bits):
                         compare_register=compare_register(levels, Family(family)))
 
 
+def _requant(family, channels, lanes, in_bits, out_bits):
+    """The requantizer with its offset table where the template's rule puts it (the
+    jet tagger's first one at 64 channels, 1 lane: block RAM on the iCE40)."""
+    from qloom.hw.estimate import Family
+    from qloom.hw.requant import Requantizer, table_in_block_ram
+    from qloom.nn.ir import Rounding
+    in_type = int_type(in_bits)
+    bias = _rng(channels).integers(-(1 << (in_bits - 2)), 1 << (in_bits - 2), size=channels)
+    block = table_in_block_ram(channels=channels, lanes=lanes, in_bits=in_bits,
+                               family=Family(family))
+    return Requantizer(bias=bias, shift=in_bits - out_bits - 2, rounding=Rounding.HALF_EVEN,
+                       lo=0, hi=(1 << out_bits) - 1, in_type=in_type,
+                       out_type=uint_type(out_bits), lanes=lanes, block_table=block)
+
+
 def _systolic(family, rows, cols, k, n, dsp_budget=None):
     from qloom.flows.engines.dense import dsp_primitive
     from qloom.hw.systolic import SystolicArray
@@ -131,6 +146,7 @@ def cases(size: str = "all") -> list[Case]:
         Case("mvu_mac 4x8 pe2 simd2 w8a8 dsp2",
              lambda f: _mvu(f, 4, 8, 2, 2, int_type(8), int_type(8), dsp_budget=2), dsp_budget=2),
         Case("threshold 16ch 3lv pe4", lambda f: _thresholding(f, 16, 3, 4, 8)),
+        Case("requant 64ch lanes1 int24->uint6", lambda f: _requant(f, 64, 1, 24, 6)),
         Case("systolic 2x2 w8a8", lambda f: _systolic(f, 2, 2, 8, 4)),
         Case("swg 6x6x4 k3 simd2", lambda f: _swg(f, 6, 4, 2)),
         Case("maxpool 8x8x4 k2 lanes2", lambda f: _pool(f, 8, 4, 2)),

@@ -136,7 +136,7 @@ def test_read_nextpnr_report(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["ice40", "ecp5"])
-@pytest.mark.parametrize("index", range(10))
+@pytest.mark.parametrize("index", range(11))
 def test_template_synthesizes(tmp_path, family, index):
     bench = load_bench()
     case = bench.cases("small")[index]
@@ -166,3 +166,17 @@ def test_binary_mvu_fmax(tmp_path):
     case = next(c for c in bench.cases() if c.name.startswith("mvu_xnor 64x784"))
     row = bench.measure(case, "ecp5", tmp_path)
     assert row["fmax_mhz"] > 50 and row["lut4_per_synapse"] < 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["ice40", "ecp5"])
+def test_requant_table_blocks_as_estimated(tmp_path, family):
+    """The requantizer's offset table lands where its rule says, in as many blocks as its
+    estimate counts (the jet tagger's 64 x 26-bit table: two SB_RAM40_4K, LUTs on ECP5)."""
+    bench = load_bench()
+    from qloom.hw.estimate import Family
+    from qloom.hw.requant import estimate
+    case = next(c for c in bench.cases("small") if c.name.startswith("requant"))
+    row = bench.measure(case, family, tmp_path, pnr=False)
+    assert row["bram"] == estimate(channels=64, lanes=1, in_bits=24, out_bits=6,
+                                   family=Family(family)).bram
