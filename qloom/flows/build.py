@@ -34,8 +34,6 @@ __all__ = ["BuildResult", "read_design", "fit_check", "build_board", "build_asic
            "add_parser", "run"]
 
 NAME = "board_top"
-# The board top around the accelerator (UART, link, CRC, LEDs, reset), measured on iCE40.
-LINK_OVERHEAD = Resources(lut=450, ff=300, dsp=0, bram=0)
 
 
 @dataclass(frozen=True)
@@ -95,12 +93,23 @@ def _manifest_board(manifest: dict) -> str | None:
     return board.get("name") if isinstance(board, dict) else board
 
 
-def fit_check(report: dict | None, board: Board) -> dict:
+def link_share(manifest: dict, board: Board) -> Resources:
+    """The board top's estimated share beside the accelerator (``qloom.hw.link.estimate``)
+    for the design's streams on ``board``."""
+    from ..hw import link
+    from ..hw.estimate import Family
+    return link.estimate(WireFormat.from_manifest(manifest["input"]),
+                         WireFormat.from_manifest(manifest["output"]),
+                         Family.of(board.family.value))
+
+
+def fit_check(report: dict | None, board: Board, manifest: dict) -> dict:
     """Estimated resources (accelerator + link) against the board budget. Raises a
     QloomError with the per-layer table when they do not fit."""
     if report is None:
         return {}
-    total = Resources.from_dict(report.get("resources", {})) + LINK_OVERHEAD
+    share = link_share(manifest, board)
+    total = Resources.from_dict(report.get("resources", {})) + share
     need, have = total.as_dict(), board.budget.as_dict()
     over = board.over(total)
     if over:
@@ -110,8 +119,8 @@ def fit_check(report: dict | None, board: Board) -> dict:
             engine = layer.get("engine") or layer.get("op") or ""
             lines.append(f"{str(layer.get('name'))[:24]:24} {str(engine)[:14]:14} "
                          f"{r.lut:>8} {r.ff:>8} {r.dsp:>5} {r.bram:>5}")
-        lines.append(f"{'host link (UART)':24} {'':14} {LINK_OVERHEAD.lut:>8} "
-                     f"{LINK_OVERHEAD.ff:>8} {0:>5} {0:>5}")
+        lines.append(f"{'host link (UART)':24} {'':14} {share.lut:>8} {share.ff:>8} "
+                     f"{share.dsp:>5} {share.bram:>5}")
         lines.append(f"{'total':24} {'':14} {need['lut']:>8} {need['ff']:>8} "
                      f"{need['dsp']:>5} {need['bram']:>5}")
         lines.append(f"{board.name + ' budget':24} {'':14} {have['lut']:>8} {have['ff']:>8} "
@@ -299,7 +308,7 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
         raise QloomError("no board given and none in the manifest: pass --board B "
                          "(see `qloom boards`)")
     b = get_board(name)
-    need = fit_check(report, b)
+    need = fit_check(report, b, manifest)
     clock = _clock_for(b, manifest, clock_mhz)
     platform, top = board_top(out, manifest, b, clock, baud)
     baud = top.baud

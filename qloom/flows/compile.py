@@ -21,8 +21,9 @@ from .. import __version__
 from ..errors import InternalError, QloomError
 from ..manifest import FORMAT as MANIFEST_FORMAT, read_manifest, write_manifest
 from ..hw.dsp import simulation_models
+from ..hw.protocol import WireFormat
 from . import outdir
-from .cost import Family
+from .cost import Family, Resources
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
 from .plan import Plan, fifo_plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file, read_fold_file
@@ -79,7 +80,7 @@ def step_target(state, cfg):
     if cfg.board is not None:
         from ..boards import get_board
         state.board = get_board(cfg.board)
-        family = {f.value: f for f in Family}.get(state.board.family.value, Family.GENERIC)
+        family = Family.of(state.board.family.value)
         if dsp_budget is None:
             dsp_budget = state.board.budget.dsp
     from ..hw.spram import UP5K_SPRAMS
@@ -114,12 +115,11 @@ def step_fold(state, cfg):
         if state.board is None:
             raise QloomError("--fold auto needs a board (--board B) to fit into")
         # Leave room for the board top's host link, which `qloom build` adds.
-        from .build import LINK_OVERHEAD
         board = state.board
-        state.plan = fit_to_budget(engines, lambda need: board.fits(need + LINK_OVERHEAD),
-                                   board.budget, options,
+        state.plan = fit_to_budget(engines, board.fits, board.budget, options,
                                    accept=lambda plan: sum(_sprams(plan, options).values())
-                                   <= options.sprams)
+                                   <= options.sprams,
+                                   overhead=lambda plan: _link_estimate(state, plan))
     elif isinstance(cfg.fold, dict):
         state.plan = plan_from_file(engines, cfg.fold, options, base)
     elif cfg.fold is not None:
@@ -160,16 +160,32 @@ def _check_sprams(state):
                          f"layers: each SPRAM gives 16 weight bits per cycle)")
 
 
+def _port_lanes(state, plan) -> tuple[int, int]:
+    """Lanes of the accelerator's input and output streams under ``plan``."""
+    first = next(e for e in plan.engines if state.input in e.inputs)
+    last = next(e for e in plan.engines if e.output == state.output)
+    return first.in_lanes(plan.folds[first.name]), last.out_lanes(plan.folds[last.name])
+
+
+def _link_estimate(state, plan) -> Resources:
+    """The board top's share beside the accelerator (``qloom.hw.link.estimate``) for the
+    streams ``plan`` gives the accelerator."""
+    from ..hw import link
+    net = state.network
+    formats = [WireFormat(lanes=lanes, element_bits=net.tensors[t].dtype.bits,
+                          signed=net.tensors[t].dtype.signed,
+                          elements=int(np.prod(net.shape_of(t))))
+               for t, lanes in zip((net.input, net.output), _port_lanes(state, plan))]
+    return link.estimate(*formats, state.options.family)
+
+
 def step_build(state, cfg):
     from ..hw.top import AcceleratorTop
     plan, net = state.plan, state.network
     nodes = []
     for e in state.engines:
         nodes += e.nodes(plan.folds[e.name], state.options, plan.dsps[e.name])
-    first = next(e for e in state.engines if state.input in e.inputs)
-    last = next(e for e in state.engines if e.output == state.output)
-    in_lanes = first.in_lanes(plan.folds[first.name])
-    out_lanes = last.out_lanes(plan.folds[last.name])
+    in_lanes, out_lanes = _port_lanes(state, plan)
     in_elems = int(np.prod(net.shape_of(net.input)))
     out_elems = int(np.prod(net.shape_of(net.output)))
     buffers = _edge_buffers(state)
@@ -273,6 +289,7 @@ def _documents(state, cfg, model_file):
         "board": cfg.board,
     }
     total = plan.total
+    link = None if state.board is None else _link_estimate(state, plan)
     report = {
         "model": net.name, "qloom_version": __version__, "clock_mhz": clock,
         "folding": plan.how, "family": state.options.family.value,
@@ -285,8 +302,9 @@ def _documents(state, cfg, model_file):
         "spram": sum(row["spram"] for row in layers),
         "board": None if state.board is None else {
             "name": cfg.board, "budget": state.board.budget.as_dict(),
-            "fits": state.board.fits(total), "over": state.board.over(total),
-            "logic_cells": state.board.logic_cells(total)},
+            "host_link": link.as_dict(), "fits": state.board.fits(total + link),
+            "over": state.board.over(total + link),
+            "logic_cells": state.board.logic_cells(total + link)},
         "step_seconds": {k: round(v, 3) for k, v in state.timings.items()},
     }
     return manifest, report

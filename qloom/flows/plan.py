@@ -183,10 +183,15 @@ def plan_from_file(engines, spec: dict, options: BuildOptions, fallback: Plan) -
 
 
 def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
-                  options: BuildOptions, accept: Callable[[Plan], bool] | None = None) -> Plan:
-    """The fastest balanced plan whose estimated resources ``fits`` accepts, and ``accept``
-    too when given (a check on the whole plan, e.g. the SPRAMs its weights take);
-    ``budget`` is only quoted when none does."""
+                  options: BuildOptions, accept: Callable[[Plan], bool] | None = None,
+                  overhead: Callable[[Plan], Resources] | None = None) -> Plan:
+    """The fastest balanced plan whose estimated resources, with ``overhead`` (what a plan
+    needs beside its engines: the board's host link), ``fits`` accepts, and ``accept`` too
+    when given (a check on the whole plan, e.g. the SPRAMs its weights take); ``budget``
+    is only quoted when none does."""
+    def extra(plan):
+        return overhead(plan) if overhead is not None else Resources()
+
     candidates = sorted({e.cycles(f) for e in engines for f in e.folds()})
     best = None
     lo, hi = 0, len(candidates) - 1
@@ -194,14 +199,15 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
     while lo <= hi:
         mid = (lo + hi) // 2
         plan = plan_for_cycles(engines, candidates[mid], options, how="auto")
-        if fits(plan.total) and (accept is None or accept(plan)):
+        if fits(plan.total + extra(plan)) and (accept is None or accept(plan)):
             best, hi = plan, mid - 1
         else:
             lo = mid + 1
     if best is None:
         slowest = plan_for_cycles(engines, math.inf, options, how="auto")
+        share = extra(slowest)
         raise QloomError(f"the model does not fit even fully folded: "
-                         f"{shortfall(slowest, budget, fits, accept)}")
+                         f"{shortfall(slowest, budget, lambda need: fits(need + share), accept)}")
     return best
 
 

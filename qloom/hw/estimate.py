@@ -40,6 +40,11 @@ class Family(enum.Enum):
     ECP5 = "ecp5"
     GENERIC = "generic"   # counted like ECP5 (LUT4 fabric with 18x18 multipliers)
 
+    @classmethod
+    def of(cls, name: str) -> "Family":
+        """The cost model's family for a board's family name (GENERIC for the others)."""
+        return {f.value: f for f in cls}.get(name, cls.GENERIC)
+
 
 # One block RAM is worth this many LUT4s: a ROM goes to block RAM only when its LUT
 # implementation would cost more than that per block (roughly the device's LUT/BRAM ratio

@@ -11,10 +11,15 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .skid import SkidBuffer
+from .estimate import Family, Features, auto_ram_cost, calibrated
 from .protocol import CRC_INIT, REQUEST_SYNC, REPLY_SYNC, Status, WireFormat, crc16_step
+from .skid import SkidBuffer, flag_groups
 
-__all__ = ["frame_layout", "Link"]
+__all__ = ["frame_layout", "Link", "estimate"]
+
+# The link's fixed part (UART, CRC, state machines, counters, LED and reset logic of the
+# board top), measured on the iCE40 with small frames.
+FIXED_LUT, FIXED_FF = 450, 300
 
 
 def frame_layout(fmt: WireFormat) -> data.StructLayout:
@@ -317,3 +322,22 @@ class Link(wiring.Component):
             with m.State("CRC1"):
                 emit(tx_crc[8:], "IDLE", crc=False)
         tx_fsm.state.attrs["fsm_encoding"] = "one-hot"
+
+
+def estimate(input_format: WireFormat, output_format: WireFormat, family: Family):
+    """The board top's share beside the accelerator (:class:`qloom.hw.estimate.Resources`,
+    calibrated): the fixed part, the skid buffers on both accelerator streams, the word
+    assembled from the request's bytes, the reply's byte select, and the request buffer
+    (``frame_bytes`` bytes, placed by Yosys' own rule: a CNV frame of 3,072 bytes takes
+    two DP16KD or six SB_RAM40_4K)."""
+    f = Features("link")
+    f.add("lut", "fixed", FIXED_LUT)
+    f.add("ff", "fixed", FIXED_FF)
+    for fmt in (input_format, output_format):
+        width = fmt.data_bits + 1
+        f.add("ff", "skid", 2 * width + 2 * flag_groups(width))
+        f.add("lut", "skid", width)
+    f.add("ff", "word", input_format.data_bits)
+    f.add("lut", "reply_select", output_format.data_bits)
+    f.add_memory("buffer", auto_ram_cost(input_format.frame_bytes, 8, family))
+    return calibrated(f, family)

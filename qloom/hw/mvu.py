@@ -593,8 +593,10 @@ class MVU(wiring.Component):
             regs = [Signal(Value.cast(v).shape(), name=f"{name}{p}_{s}", reset_less=not reset)
                     for s, v in enumerate(row)]
             registered.append(regs)
+        previous = tag if isinstance(tag, _Tag) else None
         tag = {**tag, **(extra or {})}
-        new_tag = _Tag({key: Signal(name=f"{name}_{key}") for key in tag}, name, tag)
+        new_tag = _Tag({key: Signal(name=f"{name}_{key}") for key in tag}, name, tag,
+                       previous)
         for row, regs in zip(rows, registered):
             m.d.sync += [reg.eq(v) for reg, v in zip(regs, row)]
         m.d.sync += [new_tag[key].eq(tag[key]) for key in tag]
@@ -602,20 +604,31 @@ class MVU(wiring.Component):
 
     def _tag_copies(self, m, tag, acc_bits):
         """``(valid, first)`` for each PE's accumulator: copies of ``tag``'s registers,
-        one per group of accumulators of about ``GROUP_BITS`` bits, registered from the
-        same source (no latency). One pair steering every accumulator was the jet
-        tagger's ULX3S critical path (``dot_first`` to accumulators 38 columns away,
-        5.3 ns of route); the copies are kept apart ("keep": Yosys would merge them)."""
+        one per group of accumulators of about ``GROUP_BITS`` bits, with no latency. One
+        pair steering every accumulator was the jet tagger's ULX3S critical path
+        (``dot_first`` to accumulators 38 columns away, 5.3 ns of route); a copy
+        registered from the tag's source then sat by the source, 51 columns from its
+        accumulators (3.1 ns of a 6.7 ns path). So each copy is two registers from the
+        source's source where the stage before has one (the pipeline never stalls: a
+        register chain is the tag's delay line), one hop each for placement. The copies
+        are kept apart ("keep": Yosys would merge them)."""
         per_copy = _accumulators_per_copy(acc_bits)
         if self._pe <= per_copy:
             return [(tag["valid"], tag["first"])] * self._pe
+        chained = _chained(tag)
         steer = []
         for p in range(self._pe):
             if p % per_copy == 0:
                 copy = []
                 for key in ("valid", "first"):
-                    reg = Signal(name=f"{tag.name}{p // per_copy}_{key}", attrs={"keep": 1})
-                    m.d.sync += reg.eq(tag.source[key])
+                    group = p // per_copy
+                    value = tag.source[key]
+                    if chained:
+                        near = Signal(name=f"{tag.name}{group}_{key}_hop", attrs={"keep": 1})
+                        m.d.sync += near.eq(tag.previous.source[key])
+                        value = near
+                    reg = Signal(name=f"{tag.name}{group}_{key}", attrs={"keep": 1})
+                    m.d.sync += reg.eq(value)
                     copy.append(reg)
             steer.append(tuple(copy))
         return steer
@@ -699,12 +712,19 @@ def threshold_lane_bits(weights, w_type: DataType, in_type: DataType,
 
 
 class _Tag(dict):
-    """A stage's registered pipeline tag, with the stage's name and the tag it registers
-    (from which ``_tag_copies`` registers copies in the same cycle)."""
+    """A stage's registered pipeline tag, with the stage's name, the tag it registers
+    (from which ``_tag_copies`` registers copies in the same cycle) and the stage before's
+    ``_Tag`` if there is one."""
 
-    def __init__(self, registers, name, source):
+    def __init__(self, registers, name, source, previous=None):
         super().__init__(registers)
-        self.name, self.source = name, source
+        self.name, self.source, self.previous = name, source, previous
+
+
+def _chained(tag) -> bool:
+    """Whether ``_tag_copies`` can copy ``tag`` through two registers: the stage before
+    registers the valid and first bits too."""
+    return tag.previous is not None and all(k in tag.previous.source for k in ("valid", "first"))
 
 
 def _accumulators_per_copy(acc_bits: int) -> int:
@@ -712,10 +732,11 @@ def _accumulators_per_copy(acc_bits: int) -> int:
     return max(1, GROUP_BITS // acc_bits)
 
 
-def tag_copy_registers(pe: int, acc_bits: int) -> int:
-    """The flip-flops of ``MVU._tag_copies``: two per group of accumulators."""
+def tag_copy_registers(pe: int, acc_bits: int, chained: bool) -> int:
+    """The flip-flops of ``MVU._tag_copies``: two per group of accumulators, four when
+    ``chained`` (the tag's stage has a registered stage before it)."""
     per_copy = _accumulators_per_copy(acc_bits)
-    return 0 if pe <= per_copy else 2 * -(-pe // per_copy)
+    return 0 if pe <= per_copy else (4 if chained else 2) * -(-pe // per_copy)
 
 
 def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type: DataType,
@@ -781,7 +802,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add("ff", "operands", pe * simd * wb + simd * ib * (2 if mh // pe > 1 else 1))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
-          + tag_copy_registers(pe, acc_bits))
+          + tag_copy_registers(pe, acc_bits, chained=pipeline))
     # The registers inside the adder tree: a partial sum per group of terms per stage.
     parts = product_parts(wb, ib) if pipeline else 1
     terms = tree_terms(pe=pe, simd=simd, datapath=path, dsps=dsps, parts=parts)
