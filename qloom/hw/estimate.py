@@ -211,13 +211,23 @@ def auto_ram_cost(depth: int, width: int, family: Family) -> Resources:
     return ram_cost(depth, width, family, block)
 
 
-def memory_cost(depth: int, width: int, family: Family, block: bool | None = None) -> Resources:
+def memory_cost(depth: int, width: int, family: Family, block: bool | None = None,
+                bank: int | None = None) -> Resources:
     """A read-only weight/threshold memory with a registered output port; ``block`` forces
-    block RAM (True) or logic (False), None chooses like ``use_block_ram``."""
+    block RAM (True) or logic (False), None chooses like ``use_block_ram``; ``bank``: in
+    block RAM, cut into banks of that many words (``qloom.hw.weight_mem.BankedRom``:
+    their registers in the blocks, a select register pair and the banks' mux)."""
     if depth <= 1:
         return Resources(ff=width)
     if block is None:
         block = use_block_ram(depth, width, family)
+    if block and bank is not None:
+        from .weight_mem import BankedRom
+        count = -(-depth // bank)
+        groups = -(-count // BankedRom.GROUP) if count > BankedRom.GROUP else 0
+        return Resources(bram=mem_pack.banked_blocks(depth, width, family, bank),
+                         lut=width * -(-(count + groups - 1) // 2),
+                         ff=width * groups + 3 * (count - 1).bit_length())
     if block:
         return Resources(bram=bram_count(depth, width, family))
     return Resources(lut=rom_luts(depth, width, family), ff=width)

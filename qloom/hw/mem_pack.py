@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 __all__ = ["BlockShape", "Slice", "Packing", "BLOCK_SHAPES", "BLOCK_BITS", "pack",
-           "bit_efficiency"]
+           "bit_efficiency", "bank_depth", "banked_blocks"]
 
 
 @dataclass(frozen=True)
@@ -146,3 +146,44 @@ def _pack(depth: int, width: int, key: str) -> tuple:
     columns = list(table[max(0, rest)][1])
     columns[best] += bulk
     return tuple(Slice(s, n, cost[i]) for i, (s, n) in enumerate(zip(shapes, columns)) if n)
+
+
+def bank_depth(depth: int, width: int, family) -> int | None:
+    """The depth of the banks an ECP5 read-only block RAM memory is cut into when Yosys
+    would stack blocks in depth, else None. Stacked blocks' outputs meet in a LUT mux
+    before the read register, which then cannot move into the blocks (``OUTREG``,
+    qloom.flows.ecp5_outreg): 5.83 ns clock-to-out and three LUT levels, 106.8 MHz for
+    TFC-w1a1's 3,584-word first layer at 150. Banks one block deep keep a read register
+    of their own each, and their mux goes after it (a cycle of latency). The bank depth is
+    a block depth at which Yosys packs a bank without stacking, the one taking the fewest
+    blocks (the deeper on a tie: fewer banks to mux); no banks when every such depth costs
+    more than ``BANK_EXTRA`` of the memory's blocks (16K x 49: 44 blocks stacked, 64 in
+    banks). Only the ECP5: an iCE40 block has no output register."""
+    value = family.value if isinstance(family, enum.Enum) else str(family)
+    if value != "ecp5":
+        return None
+    whole = pack(depth, width, value)
+    if all(s.stack == 1 for s in whole.slices):
+        return None
+    best = None
+    for shape in BLOCK_SHAPES["ecp5"]:
+        if shape.depth >= depth or any(s.stack > 1 for s in pack(shape.depth, width,
+                                                                  "ecp5").slices):
+            continue
+        cost = (banked_blocks(depth, width, "ecp5", shape.depth), -shape.depth)
+        if best is None or cost < best[0]:
+            best = (cost, shape.depth)
+    if best is None or best[0][0] > whole.blocks * (1 + BANK_EXTRA):
+        return None
+    return best[1]
+
+
+# Banks may take this share more blocks than the stacked memory.
+BANK_EXTRA = 0.125
+
+
+def banked_blocks(depth: int, width: int, family, bank: int) -> int:
+    """Blocks of a memory cut into banks of ``bank`` words (the last one shorter)."""
+    full, rest = divmod(depth, bank)
+    return full * pack(bank, width, family).blocks + (pack(rest, width, family).blocks
+                                                      if rest else 0)

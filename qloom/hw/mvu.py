@@ -20,7 +20,7 @@ fold step that completes an output is issued only when the output queue
 a register counts the words issued and not yet taken. So ``i.ready`` depends on
 registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
-either side: ``SF - 1 + 3 + fetch_register + register_operands + register_products +
+either side: ``SF - 1 + 3 + fetch_register + bank_stages + register_operands + register_products +
 register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if their compares are
 registered: ``qloom.hw.threshold.compare_register``) + (``DSP_FEED + 2`` with ECP5 DSP
 blocks, see qloom.hw.dsp)`` (the 3: issue, the accumulator, the sum handed on from it); a
@@ -35,7 +35,10 @@ away, which the blocks' own registers remove: ``dsp_primitive="ecp5"``, see qloo
 
 Weights live in a read-only :class:`amaranth.lib.memory.Memory` of ``NF*SF`` words of
 ``PE*SIMD`` lanes, read synchronously, placed by ``ram_style`` (the fused thresholds by
-``threshold_ram_style``, the input vector buffer by ``buffer_ram_style``). The accumulator is exactly
+``threshold_ram_style``, the input vector buffer by ``buffer_ram_style``); in block RAM
+deeper than one block, in banks of ``weight_bank_depth`` words
+(``qloom.hw.weight_mem.BankedRom``, the rule in ``qloom.hw.mem_pack.bank_depth``; a cycle
+or two more, ``bank_stages`` above). The accumulator is exactly
 as wide as the worst case of the actual weights over every input of ``in_type``.
 With ``ram_style=RamStyle.SPRAM`` (iCE40UP5K) the weights are in SPRAMs instead
 (``qloom.hw.spram``), written through the ``load`` port at start-up: the unit takes no
@@ -62,7 +65,7 @@ from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blo
                     spram_image)
 from .threshold import ThresholdSpec, ThresholdTable, compare_register
 from .types import shape_of
-from .weight_mem import RamStyle, pack_words, rom
+from .weight_mem import BankedRom, RamStyle, banked_latency, banks, pack_words, rom
 
 __all__ = ["MVU", "Datapath", "RamStyle"]
 
@@ -135,7 +138,8 @@ class MVU(wiring.Component):
                  register_operands: bool | None = None,
                  register_products: bool | None = None,
                  register_adder_tree: bool | None = None,
-                 dsp_primitive: str | None = None, compare_register: bool | None = None):
+                 dsp_primitive: str | None = None, compare_register: bool | None = None,
+                 weight_bank_depth: int | None = None):
         if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.integer):
             raise TypeError(f"Weights must be an integer numpy array, not {weights!r}")
         if weights.ndim != 2 or weights.size == 0:
@@ -175,6 +179,12 @@ class MVU(wiring.Component):
             raise ValueError(f"Weights of {words} words of {width} bits do not fit SPRAMs "
                              f"side by side (at most {SPRAM_DEPTH} words of "
                              f"{UP5K_SPRAMS * 16} bits)")
+        if weight_bank_depth is not None and (ram_style is not RamStyle.BLOCK or not isinstance(
+                weight_bank_depth, int) or weight_bank_depth < 1
+                or weight_bank_depth & (weight_bank_depth - 1) or weight_bank_depth >= words):
+            raise ValueError(f"Weight banks need the weights in block RAM and a power-of-two "
+                             f"depth below {words} words, not {weight_bank_depth!r} with "
+                             f"{ram_style}")
         _optional_bool("Register operands", register_operands)
         _optional_bool("Register products", register_products)
         _optional_bool("Register adder tree", register_adder_tree)
@@ -186,6 +196,7 @@ class MVU(wiring.Component):
         self._datapath = select_datapath(w_type, in_type)
         self._threshold, self._ram_style = threshold, ram_style
         self._threshold_ram_style, self._buffer_ram_style = threshold_ram_style, buffer_ram_style
+        self._bank_depth = weight_bank_depth
         self._acc_lo, self._acc_hi = _acc_range(self._weights, in_type)
         self._acc_type = smallest_type(self._acc_lo, self._acc_hi)
         mults = pe * simd if self._datapath is Datapath.MAC else 0
@@ -257,7 +268,7 @@ class MVU(wiring.Component):
         """Cycles from a vector's first input word taken to its first output word taken,
         with no stalls (see the module documentation)."""
         return latency(self.synapse_folds, register_operands=self._register_operands,
-                       fetch=self.fetch_register,
+                       fetch=self.fetch_register, bank_stages=self.bank_stages,
                        register_products=self._register_products,
                        dsp_blocks=self._dsp_primitive is not None,
                        register_adder_tree=self._register_adder_tree,
@@ -295,6 +306,8 @@ class MVU(wiring.Component):
         words, layout = self._weight_words()
         if self._ram_style is RamStyle.SPRAM:
             return SpramRom(width=layout.size, init=words), layout
+        if self._bank_depth is not None:
+            return BankedRom(layout.size, words, self._bank_depth), layout
         return rom(layout, words, self._ram_style), layout
 
     def spram_image(self) -> list[int]:
@@ -310,6 +323,12 @@ class MVU(wiring.Component):
         """Whether the memories are addressed from a register of their own, a cycle after
         issue (``fetch_register``)."""
         return fetch_register(self._ram_style is RamStyle.DISTRIBUTED, self._register_operands)
+
+    @property
+    def bank_stages(self) -> int:
+        """Cycles the weights take beyond a read port's one when they are in banks
+        (``BankedRom``)."""
+        return bank_stages(self.neuron_folds * self.synapse_folds, self._bank_depth)
 
     @property
     def output_depth(self) -> int:
@@ -369,13 +388,16 @@ class MVU(wiring.Component):
                 m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
                              b_write.en.eq(issue & from_stream)]
             x_buffered = b_read.data
-        if self.fetch_register:
-            # The weights are read a cycle later (from ``w_addr_fetch``): the input words
-            # and the tag wait a cycle for them (the buffer keeps its read address, so its
-            # write/read order is unchanged).
+        # The weights come a cycle later when they are read from a register of their own
+        # (``w_addr_fetch``), and one or two more when they are read in banks
+        # (``BankedRom``, ``bank_stages``):
+        # the input words and the tag wait for them (the buffer keeps its read address,
+        # so its write/read order is unchanged).
+        waits = (["fetch"] if self.fetch_register else []) + \
+            [f"bank{k}_" for k in range(self.bank_stages)]
+        for wait in waits:
             rows = [[x_reg]] + ([[x_buffered]] if x_buffered is not None else [])
-            regs, tag = self._stage(m, "fetch", rows, tag, extra={"from_stream":
-                                                                   x_from_stream})
+            regs, tag = self._stage(m, wait, rows, tag, extra={"from_stream": x_from_stream})
             x_reg, x_from_stream = regs[0][0], tag.pop("from_stream")
             if x_buffered is not None:
                 x_buffered = regs[1][0]
@@ -664,13 +686,19 @@ class MVU(wiring.Component):
 
 def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_blocks: bool,
             register_adder_tree: bool, tree_stages: int, thresholds: int,
-            fetch: bool = False) -> int:
+            fetch: bool = False, bank_stages: int = 0) -> int:
     """The MVU's latency (see the module documentation) from its register stages
     (``thresholds``: the fused thresholds' stages, 0 without; ``fetch``:
-    ``fetch_register``)."""
-    return (sf + 2 + fetch + register_operands + register_products
+    ``fetch_register``; ``bank_stages``: ``bank_stages`` of weights in banks)."""
+    return (sf + 2 + fetch + bank_stages + register_operands + register_products
             + (DSP_FEED + 2) * dsp_blocks
             + register_adder_tree + tree_stages + thresholds)
+
+
+def bank_stages(words: int, bank_depth: int | None) -> int:
+    """Cycles weights of ``words`` words in banks of ``bank_depth`` (None: one memory) take
+    beyond a read port's one (``qloom.hw.weight_mem.BankedRom``)."""
+    return 0 if bank_depth is None else banked_latency(banks(words, bank_depth)) - 1
 
 
 def output_depth(latency: int, sf: int) -> int:
@@ -743,7 +771,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
              acc_bits: int, thresholds: int, out_bits: int, dsps: int, pipeline: bool,
              dsp_blocks: bool, weights_block: bool, thresholds_block: bool,
              buffer_block: bool, family, weights_spram: bool = False,
-             threshold_bits: int | None = None) -> Features:
+             threshold_bits: int | None = None,
+             weight_bank_depth: int | None = None) -> Features:
     """The MVU's resources as :class:`qloom.hw.estimate.Features`, from the parameters it
     is built from: ``thresholds`` fused thresholds per channel of ``out_bits``-bit
     outputs (0: none), ``dsps`` lanes on DSP blocks (``dsp_blocks``: ECP5 MULT18X18D
@@ -817,7 +846,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add("lut", "spram_mux", f.spram * (14 + 3))
     else:
         f.add_memory("weights", memory_cost((mh // pe) * (mw // simd), pe * simd * wb,
-                                            family, weights_block), bits=mh * mw * wb)
+                                            family, weights_block, bank=weight_bank_depth),
+                     bits=mh * mw * wb)
     # The input vector is buffered for the later neuron folds (only when there are some).
     f.add("ff", "input", simd * ib)
     if mh // pe > 1:
@@ -839,7 +869,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     if fetch:
         f.add("ff", "fetch", simd * ib * (2 if mh // pe > 1 else 1)
               + ((mh // pe) * (mw // simd) - 1).bit_length() + 4)
-    depth = output_depth(latency(sf, register_operands=operands, fetch=fetch,
+    waits = bank_stages((mh // pe) * (mw // simd), weight_bank_depth)
+    # The inputs and the tag wait for the banks' registers.
+    f.add("ff", "bank", waits * (simd * ib * (2 if mh // pe > 1 else 1) + 4))
+    depth = output_depth(latency(sf, register_operands=operands, fetch=fetch, bank_stages=waits,
                                  register_products=pipeline, dsp_blocks=dsp_blocks and dsps > 0,
                                  register_adder_tree=pipeline, tree_stages=stages,
                                  thresholds=thresholds and 1 + compare_register(thresholds,

@@ -19,11 +19,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from amaranth.hdl import Mux, Shape, ShapeCastable, Signal, unsigned
+from amaranth.hdl import Cat, Elaboratable, Module, Mux, Shape, ShapeCastable, Signal, unsigned
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-__all__ = ["RamStyle", "pack_words", "pack_layout", "rom", "read_register"]
+__all__ = ["RamStyle", "pack_words", "pack_layout", "rom", "read_register", "BankedRom",
+           "banks", "banked_latency"]
 
 
 class RamStyle(enum.Enum):
@@ -89,3 +90,72 @@ def read_register(m, data, enable, name: str, shape=None) -> Signal:
            else Signal.like(data, name=name, reset_less=True))
     m.d.sync += reg.eq(Mux(enable, data, reg))
     return reg
+
+
+class BankedRom(Elaboratable):
+    """A read-only block RAM memory cut into banks of ``bank`` words
+    (``qloom.hw.mem_pack.bank_depth``), each read into a register of its own (which the
+    ECP5 block holds, ``OUTREG``), then chosen: ``data`` is ``init[addr]`` ``latency``
+    cycles after ``addr`` with ``en`` high (a memory's read port gives it after one). More
+    than ``GROUP`` banks are chosen in two steps with a register between (a cycle more):
+    18 banks' 64-bit words chosen at once were 4 LUT levels behind the select register,
+    131 MHz on the ECP5-85F. It has the read port's ``addr``, ``en`` and ``data`` and is
+    its own port (``read_port()``)."""
+
+    GROUP = 4
+
+    def __init__(self, width: int, init: list[int], bank: int):
+        if not isinstance(bank, int) or bank < 1 or bank & (bank - 1) or bank >= len(init):
+            raise ValueError(f"Bank depth must be a power of two below the depth "
+                             f"({len(init)}), not {bank!r}")
+        self._width, self._init, self._bank = width, list(init), bank
+        self.addr = Signal(range(len(init)))
+        self.en = Signal(init=1)
+        self.data = Signal(width)
+
+    @property
+    def banks(self) -> int:
+        return banks(len(self._init), self._bank)
+
+    @property
+    def latency(self) -> int:
+        return banked_latency(self.banks)
+
+    def read_port(self):
+        return self
+
+    def elaborate(self, platform):
+        m = Module()
+        low = self._bank.bit_length() - 1
+        words = []
+        for k in range(self.banks):
+            memory = rom(unsigned(self._width), self._init[k * self._bank:(k + 1) * self._bank],
+                         RamStyle.BLOCK)
+            m.submodules[f"bank{k}"] = memory
+            port = memory.read_port()
+            m.d.comb += [port.addr.eq(self.addr[:low]), port.en.eq(self.en)]
+            words.append(read_register(m, port.data, self.en, f"bank{k}_data"))
+        # Which bank, as old as the data it chooses from (an address, then a read, ago).
+        select = self.addr[low:]
+        for step in range(2):
+            select = read_register(m, select, self.en, f"bank_select{step}")
+        if self.banks > self.GROUP:
+            # A part-select of all words of a group (one `assign` in Verilog) per group,
+            # registered; then the group, by a select a cycle older.
+            part = (self.GROUP - 1).bit_length()
+            words = [read_register(m, Cat(*words[g:g + self.GROUP]).word_select(
+                         select[:part], self._width), self.en, f"bank_group{g // self.GROUP}")
+                     for g in range(0, self.banks, self.GROUP)]
+            select = read_register(m, select[part:], self.en, "bank_select2")
+        m.d.comb += self.data.eq(Cat(*words).word_select(select, self._width))
+        return m
+
+
+def banks(depth: int, bank: int) -> int:
+    """Banks of ``bank`` words holding ``depth`` words (``BankedRom``)."""
+    return -(-depth // bank)
+
+
+def banked_latency(count: int) -> int:
+    """``BankedRom``'s read latency with ``count`` banks."""
+    return 2 if count <= BankedRom.GROUP else 3

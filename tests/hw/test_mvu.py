@@ -86,6 +86,17 @@ CASES = {
                                       {"ram_style": RamStyle.DISTRIBUTED, "dsp_budget": 0}),
     "mac-logic-weights-fetch-nf1": (3, 12, 3, 3, INT4, INT4, None,
                                     {"ram_style": RamStyle.DISTRIBUTED}),
+    # Block RAM weights in banks (ECP5 memories deeper than a block): 24 words in banks of
+    # 8, and 20 in banks of 8 (the last one shorter), with registered operands and fused
+    # thresholds; one bank-deep word per fold step.
+    "xnor-banked": (8, 12, 2, 2, BIPOLAR, BIPOLAR, None,
+                    {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 8}),
+    "mac-banked-fused": (10, 8, 2, 4, INT4, UINT4, (3, INT2),
+                         {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4,
+                          "register_operands": True, "dsp_budget": 0}),
+    # Six banks: chosen in two steps (a group register between).
+    "xnor-banked-groups": (12, 8, 2, 2, BIPOLAR, BIPOLAR, (1, BIPOLAR),
+                           {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),
 }
 
 

@@ -111,3 +111,51 @@ def test_threshold_memory_width_as_built(w_type, in_type, bias):
     built = thresholds._data        # the elaborated memory's contents and shape
     assert built.depth == mh // pe
     assert Shape.cast(built.shape).width == pe * threshold_lane_bits(weights, wt, it, spec)
+
+
+@pytest.mark.parametrize("depth, width, bank", [
+    (9216, 64, 512),      # CNV's Conv_5 at --fold auto: 33 blocks stacked, 36 in 18 banks
+    (8448, 16, 1024),     # CNV's first dense layer: 9 blocks either way
+    (600, 20, 512),
+    (512, 36, None),      # one block deep
+    (72, 1024, None),     # shallow and wide
+    (16384, 49, None),    # banks would take 64 blocks against 44
+    (3584, 49, None),     # 14 against 10
+])
+def test_bank_depth(depth, width, bank):
+    from qloom.hw.mem_pack import bank_depth, banked_blocks
+    assert bank_depth(depth, width, "ecp5") == bank
+    assert bank_depth(depth, width, "ice40") is None
+    if bank is not None:
+        assert banked_blocks(depth, width, "ecp5", bank) <= pack(depth, width, "ecp5").blocks * 1.125
+        assert all(s.stack == 1 for s in pack(bank, width, "ecp5").slices)
+
+
+@pytest.mark.parametrize("depth, bank", [(24, 8), (20, 8), (9, 8), (40, 4), (38, 2)])
+def test_banked_rom_reads_every_word_two_cycles_later(depth, bank):
+    from amaranth.sim import Simulator
+    from qloom.hw.weight_mem import BankedRom
+    words = [(k * 37 + 5) % 251 for k in range(depth)]
+    dut = BankedRom(8, words, bank)
+    order = list(range(depth)) + list(range(depth - 1, -1, -1))
+    got = []
+
+    async def bench(ctx):
+        for k in order + [0, 0, 0]:
+            ctx.set(dut.addr, k)
+            await ctx.tick()
+            got.append(ctx.get(dut.data))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert dut.latency == (2 if dut.banks <= BankedRom.GROUP else 3)
+    assert got[dut.latency - 1:][:len(order)] == [words[k] for k in order]
+
+
+def test_banked_memory_cost_counts_banks_and_mux():
+    from qloom.hw.mem_pack import banked_blocks
+    cost = memory_cost(9216, 64, Family.ECP5, block=True, bank=512)
+    assert cost.bram == banked_blocks(9216, 64, "ecp5", 512) == 36
+    assert cost.lut > 0 and memory_cost(9216, 64, Family.ECP5, block=True).lut == 0

@@ -10,6 +10,7 @@ from ...hw.mvu_datapath import Datapath, select_datapath
 from ...nn.dtypes import DataType
 from ...nn.ir import Dense, MultiThreshold
 from ...hw.estimate import bram_count
+from ...hw.mem_pack import bank_depth
 from ..cost import Family, has_lutram, use_block_ram
 from .base import BuildOptions, Engine, Fold, divisors, pixels
 
@@ -43,7 +44,8 @@ def mvu_features(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
         dsp_blocks=dsp_primitive(options, w_type, in_type) is not None,
         weights_block=styles.weights, thresholds_block=styles.thresholds,
         buffer_block=styles.buffer, family=options.family,
-        weights_spram=styles.weights_spram, threshold_bits=threshold_bits)
+        weights_spram=styles.weights_spram, threshold_bits=threshold_bits,
+        weight_bank_depth=styles.weight_bank_depth)
 
 
 class DenseEngine(Engine):
@@ -143,6 +145,7 @@ class MemoryStyles:
     buffer: bool
     lutram: bool = False     # the family has distributed RAM cells for the buffer
     weights_spram: bool = False
+    weight_bank_depth: int | None = None    # block RAM weights in banks (mem_pack.bank_depth)
 
     def ram_styles(self) -> dict:
         """The MVU keyword arguments placing its memories accordingly: read-only ones in
@@ -156,7 +159,7 @@ class MemoryStyles:
                   RamStyle.LUTRAM if self.lutram else RamStyle.DISTRIBUTED)
         return {"ram_style": RamStyle.SPRAM if self.weights_spram else style(self.weights),
                 "threshold_ram_style": style(self.thresholds),
-                "buffer_ram_style": buffer}
+                "buffer_ram_style": buffer, "weight_bank_depth": self.weight_bank_depth}
 
 
 # A weight memory goes to SPRAM (when the device has them) from this many block RAMs on:
@@ -181,9 +184,11 @@ def memory_styles(mh, mw, pe, simd, w_type: DataType, in_type: DataType, acc_bit
     k = threshold.num_thresholds if threshold is not None else 0
     lane = k * acc_bits if threshold_bits is None else threshold_bits
     words, width = (mh // pe) * (mw // simd), pe * simd * w_type.bits
+    spram = weights_in_spram(words, width, family, sprams)
+    block = use_block_ram(words, width, family)
     return MemoryStyles(
-        weights_spram=weights_in_spram(words, width, family, sprams),
-        weights=use_block_ram(words, width, family),
+        weights_spram=spram, weights=block,
+        weight_bank_depth=bank_depth(words, width, family) if block and not spram else None,
         thresholds=k > 0 and use_block_ram(mh // pe, pe * lane, family),
         buffer=use_block_ram(mw // simd, simd * in_type.bits, family, writable=True),
         lutram=has_lutram(family))
