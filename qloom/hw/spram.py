@@ -173,6 +173,13 @@ class FlashLoader(wiring.Component):
         for k in reversed(range(len(self.words) - 1)):
             last = Mux(block == k, self.words[k] - 1, last)
         m.d.comb += [flash.copi.eq(shift_out[-1]), last_addr.eq(last)]
+        # Whether the word being received is its block's last and the block the last one,
+        # as registers: address and block change only when a word is written, 32 cycles
+        # or more before the next write looks at them. Compared in the WRITE state, the
+        # block's last address (a mux), the compare and the flash select were 6 LUT
+        # levels: 48.7 MHz on the iCEBreaker at 50.25.
+        at_last, last_block = Signal(), Signal()
+        m.d.sync += [at_last.eq(addr == last_addr), last_block.eq(block == len(self.words) - 1)]
         m.d.comb += [load.block.eq(block), load.addr.eq(addr), load.data.eq(shift_in)]
 
         def shifting(done_bits):
@@ -214,17 +221,16 @@ class FlashLoader(wiring.Component):
                 # The word is in shift_in: written now (load.en), then the next address.
                 m.d.sync += addr.eq(addr + 1)
                 m.next = "DATA"
-                with m.If(addr == last_addr):
+                with m.If(at_last):
                     m.d.sync += [addr.eq(0), block.eq(block + 1)]
-                    with m.If(block == len(self.words) - 1):
+                    with m.If(last_block):
                         m.d.sync += flash.cs_n.eq(1)
                         m.next = "DONE"
             with m.State("DONE"):
                 pass
         # ``done`` from a flip-flop of its own: it gates the units' input.
         done = Signal()
-        with m.If(fsm.ongoing("WRITE") & (addr == last_addr)
-                  & (block == len(self.words) - 1)):
+        with m.If(fsm.ongoing("WRITE") & at_last & last_block):
             m.d.sync += done.eq(1)
         m.d.comb += [load.en.eq(fsm.ongoing("WRITE")), load.done.eq(done)]
         return m
