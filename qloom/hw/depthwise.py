@@ -23,6 +23,7 @@ from amaranth.lib.wiring import In, Out
 from ..nn.dtypes import DataType, smallest_type
 from .mvu_datapath import (Datapath, is_select_type, multiply, select_datapath,
                            select_product, value_of)
+from .estimate import Features, lut_multiplier_luts, memory_cost
 from .types import shape_of
 
 __all__ = ["DepthwiseMAC"]
@@ -79,6 +80,24 @@ class DepthwiseMAC(wiring.Component):
     def cycles_per_pixel(self) -> int:
         """Input words (cycles) per output pixel."""
         return self.channel_words * self.kernel_words
+
+    def estimate(self, family) -> Features:
+        """Resources (:class:`qloom.hw.estimate.Features`): per lane its product (a LUT
+        multiplier, a select or an XNOR, as ``_product`` builds it) and accumulator, the
+        weight ROM in logic (read combinationally) and the counters."""
+        ib, wb = shape_of(self._in_type).width, shape_of(self._w_type).width
+        acc = shape_of(self._acc_type).width
+        f = Features("depthwise")
+        product = {Datapath.XNOR_POPCOUNT: 2, Datapath.ADD_SUB: max(ib, wb) + 1}.get(
+            self._datapath, lut_multiplier_luts(ib, wb))
+        f.add("lut", "lanes", self._lanes * (product + acc))
+        f.add("ff", "lanes", self._lanes * 2 * acc)
+        rom = memory_cost(self.channel_words * self.kernel_words, self._lanes * wb, family,
+                          block=False)
+        f.add("lut", "weights", rom.lut)
+        f.add("lut", "control", 20)
+        f.add("ff", "control", 20)
+        return f
 
     def _table(self) -> list:
         """The ROM: at ``cw * K + k`` the weight codes of lanes ``cw*lanes ...``."""

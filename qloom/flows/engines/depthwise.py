@@ -6,7 +6,6 @@ thresholds after it. Cycles and widths come from the template."""
 from __future__ import annotations
 
 from ...nn.ir import Conv, MultiThreshold
-from ..cost import Resources, comparator_luts, memory_cost
 from .base import Engine, Fold, divisors
 
 __all__ = ["DepthwiseEngine", "is_depthwise"]
@@ -57,26 +56,23 @@ class DepthwiseEngine(Engine):
     def cycles(self, fold):
         return self.out_h * self.out_w * self._asked(fold.pe).cycles_per_pixel()
 
-    def resources(self, fold, options, dsps=0):
-        conv = self.conv
-        kh, kw = conv.kernel
-        ib, wb = conv.in_type.bits, conv.w_type.bits
-        acc = self._asked(1).acc_type.bits
-        swg = memory_cost((kh + conv.stride[0]) * self.in_w * (self.channels // fold.pe),
-                          fold.pe * ib, options.family) + Resources(lut=60, ff=50)
-        # Per lane: a LUT multiplier (partial products) and the accumulator; the weight ROM.
-        lane = Resources(lut=2 * ib * wb + 2 * (ib + wb) + acc, ff=2 * acc)
-        rom = memory_cost((self.channels // fold.pe) * self.k, fold.pe * wb, options.family,
-                          block=False)
-        total = swg + rom + Resources(lut=fold.pe * lane.lut + 20, ff=fold.pe * lane.ff + 20)
+    def features(self, fold, options, dsps=0):
+        """The sliding window's, the unit's and the thresholds' estimates, each from its
+        template (the thresholds in the parallel mode ``nodes`` builds them in)."""
+        from ...hw import swg, threshold
+        conv, family = self.conv, options.family
+        unit = self._asked(fold.pe)
+        parts = [("_swg", swg.estimate(in_w=self.in_w, channels=self.channels,
+                                       kernel=conv.kernel, stride=conv.stride, simd=fold.pe,
+                                       bits=conv.in_type.bits, family=family)),
+                 ("", unit.estimate(family))]
         if self.threshold is not None:
-            t = self.threshold.num_thresholds
-            from .dense import threshold_compare_register
-            crossed = t if threshold_compare_register(self.threshold, options) else 0
-            total += Resources(lut=fold.pe * t * comparator_luts(acc),
-                               ff=fold.pe * (self.threshold.out_type.bits * 2 + crossed))
-            total += memory_cost(self.channels // fold.pe, fold.pe * t * acc, options.family)
-        return total
+            t = self.threshold
+            parts.append(("_thr", threshold.estimate(
+                channels=self.channels, thresholds=t.num_thresholds, lanes=fold.pe,
+                in_bits=unit.acc_type.bits, out_bits=t.out_type.bits,
+                mode=threshold.ThresholdMode.PARALLEL, family=family)))
+        return parts
 
     @property
     def in_bits(self) -> int:
