@@ -342,7 +342,8 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
                           constraints=tmp / f"{NAME}.{'pcf' if family == 'ice40' else 'lpf'}",
                           log=tmp / f"{NAME}.nextpnr.log", output=routed,
                           speed=getattr(platform, "speed", 6),
-                          router=synth.router_for(family, stat["dsp"], b.device))
+                          router=synth.router_for(family, stat["dsp"], b.device,
+                                                  stat["lut"]))
         bitstream = tmp / f"{NAME}.{b.bitstream_ext}"
         if family == "ice40":
             synth.run_tool("icepack", ["yowasp-icepack", routed.name, bitstream.name], tmp,

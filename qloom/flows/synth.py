@@ -194,15 +194,22 @@ RETRY_OPTS = "-dff"
 # blocks placed in lane order (qloom.flows.ecp5_dsp_place, the 85F die) router1 routes it in
 # 3 minutes and better: 155.5 MHz against router2's 139.3 on the same netlist. On TFC-w1a1
 # (no DSP) router1 gave 137 MHz, router2 114 MHz.
+# On large designs router1 crawls: CNV-w1a1 (40k LUT4, 180 DP16KD) still had 171k arcs to
+# route after 54k iterations (about 20 minutes), LFC-w1a1 (21k LUT4) 84k after 124k.
 ROUTER2_FROM_DSPS = 64
+ROUTER2_FROM_LUTS = 20000
 
 
-def router_for(family: str, dsps: int, device: str) -> str | None:
-    """The nextpnr router for a design using ``dsps`` DSP blocks on ``device`` (None: the
-    default, router1): router2 for many DSP blocks that qloom does not place itself."""
+def router_for(family: str, dsps: int, device: str, luts: int = 0) -> str | None:
+    """The nextpnr router for a design using ``dsps`` DSP blocks and ``luts`` LUT4s on
+    ``device`` (None: the default, router1): router2 for many DSP blocks that qloom does not
+    place itself, and for large designs."""
     from .ecp5_dsp_place import DIES_85F
-    return ("router2" if family == "ecp5" and dsps >= ROUTER2_FROM_DSPS
-            and device not in DIES_85F else None)
+    if family != "ecp5":
+        return None
+    if luts >= ROUTER2_FROM_LUTS or (dsps >= ROUTER2_FROM_DSPS and device not in DIES_85F):
+        return "router2"
+    return None
 
 
 def board_synth_opts(family: str) -> str:

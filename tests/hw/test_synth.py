@@ -114,6 +114,10 @@ def test_router_choice():
     assert synth.router_for("ecp5", 133, "LFE5U-85F") is None
     assert synth.router_for("ecp5", 4, "LFE5U-45F") is None
     assert synth.router_for("ice40", 200, "iCE40UP5K") is None
+    # and for large designs (router1 crawled on CNV-w1a1 and LFC-w1a1)
+    assert synth.router_for("ecp5", 0, "LFE5U-85F", luts=40000) == "router2"
+    assert synth.router_for("ecp5", 133, "LFE5U-85F", luts=12000) is None
+    assert synth.router_for("ice40", 0, "iCE40UP5K", luts=40000) is None
 
 
 def test_read_nextpnr_report(tmp_path):
