@@ -206,8 +206,8 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
     if best is None:
         slowest = plan_for_cycles(engines, math.inf, options, how="auto")
         share = extra(slowest)
-        raise QloomError(f"the model does not fit even fully folded: "
-                         f"{shortfall(slowest, budget, lambda need: fits(need + share), accept)}")
+        short = shortfall(slowest, budget, lambda need: fits(need + share), accept)
+        raise QloomError(f"the model does not fit even fully folded: {short}")
     return best
 
 

@@ -20,11 +20,11 @@ fold step that completes an output is issued only when the output queue
 a register counts the words issued and not yet taken. So ``i.ready`` depends on
 registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
-either side: ``SF - 1 + 3 + fetch_register + bank_stages + register_operands + register_products +
-register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if their compares are
-registered: ``qloom.hw.threshold.compare_register``) + (``DSP_FEED + 2`` with ECP5 DSP
-blocks, see qloom.hw.dsp)`` (the 3: issue, the accumulator, the sum handed on from it); a
-registered adder tree has a register after every ``TREE_LEVELS`` adder levels, the first
+either side: ``SF - 1 + 3 + fetch_register + bank_stages + register_operands +
+register_products + register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if
+their compares are registered: ``qloom.hw.threshold.compare_register``) + (``DSP_FEED +
+2`` with ECP5 DSP blocks, see qloom.hw.dsp)`` (the 3: issue, the accumulator, the sum
+handed on from it); a registered adder tree has a register after every ``TREE_LEVELS`` adder levels, the first
 one level sooner for XNOR lanes, every level behind ECP5 DSP blocks (``tree_levels``;
 ``tree_stages`` of them inside it). The operand register holds the weight and input
 buffer reads as they leave their memories (the stream/buffer select
@@ -179,9 +179,9 @@ class MVU(wiring.Component):
             raise ValueError(f"Weights of {words} words of {width} bits do not fit SPRAMs "
                              f"side by side (at most {SPRAM_DEPTH} words of "
                              f"{UP5K_SPRAMS * 16} bits)")
-        if weight_bank_depth is not None and (ram_style is not RamStyle.BLOCK or not isinstance(
-                weight_bank_depth, int) or weight_bank_depth < 1
-                or weight_bank_depth & (weight_bank_depth - 1) or weight_bank_depth >= words):
+        bank = weight_bank_depth
+        if bank is not None and (ram_style is not RamStyle.BLOCK or not isinstance(bank, int)
+                                 or bank < 1 or bank & (bank - 1) or bank >= words):
             raise ValueError(f"Weight banks need the weights in block RAM and a power-of-two "
                              f"depth below {words} words, not {weight_bank_depth!r} with "
                              f"{ram_style}")
@@ -752,7 +752,8 @@ class _Tag(dict):
 def _chained(tag) -> bool:
     """Whether ``_tag_copies`` can copy ``tag`` through two registers: the stage before
     registers the valid and first bits too."""
-    return tag.previous is not None and all(k in tag.previous.source for k in ("valid", "first"))
+    return tag.previous is not None and all(key in tag.previous.source
+                                            for key in ("valid", "first"))
 
 
 def _accumulators_per_copy(acc_bits: int) -> int:

@@ -129,8 +129,8 @@ class BankedRom(Elaboratable):
         low = self._bank.bit_length() - 1
         words = []
         for k in range(self.banks):
-            memory = rom(unsigned(self._width), self._init[k * self._bank:(k + 1) * self._bank],
-                         RamStyle.BLOCK)
+            part = self._init[k * self._bank:(k + 1) * self._bank]
+            memory = rom(unsigned(self._width), part, RamStyle.BLOCK)
             m.submodules[f"bank{k}"] = memory
             port = memory.read_port()
             m.d.comb += [port.addr.eq(self.addr[:low]), port.en.eq(self.en)]

@@ -127,7 +127,8 @@ def test_bank_depth(depth, width, bank):
     assert bank_depth(depth, width, "ecp5") == bank
     assert bank_depth(depth, width, "ice40") is None
     if bank is not None:
-        assert banked_blocks(depth, width, "ecp5", bank) <= pack(depth, width, "ecp5").blocks * 1.125
+        stacked = pack(depth, width, "ecp5").blocks
+        assert banked_blocks(depth, width, "ecp5", bank) <= stacked * 1.125
         assert all(s.stack == 1 for s in pack(bank, width, "ecp5").slices)
 
 
