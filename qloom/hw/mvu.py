@@ -24,8 +24,8 @@ either side: ``SF - 1 + 3 + fetch_register + bank_stages + register_operands +
 register_products + register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if
 their compares are registered: ``qloom.hw.threshold.compare_register``) + (``DSP_FEED +
 2`` with ECP5 DSP blocks, see qloom.hw.dsp)`` (the 3: issue, the accumulator, the sum
-handed on from it); a registered adder tree has a register after every ``TREE_LEVELS`` adder levels, the first
-one level sooner for XNOR lanes, every level behind ECP5 DSP blocks (``tree_levels``;
+handed on from it); a registered adder tree has a register after every ``TREE_LEVELS``
+adder levels, the first one level sooner for XNOR lanes, every level behind ECP5 DSP blocks (``tree_levels``;
 ``tree_stages`` of them inside it). The operand register holds the weight and input
 buffer reads as they leave their memories (the stream/buffer select
 follows it) and takes them off the path into the multipliers (on
