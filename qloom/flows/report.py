@@ -40,8 +40,11 @@ def render_report_md(report: dict) -> str:
     if board:
         verdict = "fits" if board["fits"] else "does NOT fit (over in " + ", ".join(board["over"]) + ")"
         cells = board.get("logic_cells")
+        link = board.get("host_link")
         out.append(f"- board `{board['name']}`: the estimate {verdict}"
-                   + (f"; {cells:,} iCE40 logic cells (LUT + 2/3 FF), before the host link"
+                   + (f" with the host link's share ({link['lut']:,} LUT, {link['ff']:,} FF, "
+                      f"{link['bram']} BRAM)" if link else "")
+                   + (f"; {cells:,} iCE40 logic cells (LUT + 2/3 FF)"
                       if cells is not None else ""))
     if report.get("bram_bit_efficiency"):
         out.append(f"- block RAM bit efficiency of the weight and threshold memories: "
