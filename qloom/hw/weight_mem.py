@@ -140,13 +140,14 @@ class BankedRom(Elaboratable):
         for step in range(2):
             select = read_register(m, select, self.en, f"bank_select{step}")
         if self.banks > self.GROUP:
-            # A part-select of all words of a group (one `assign` in Verilog) per group,
-            # registered; then the group, by a select a cycle older.
-            part = (self.GROUP - 1).bit_length()
+            # Per group a part-select of its words (one `assign` in Verilog), registered;
+            # then the group, by the select's high bits registered beside them.
+            in_group = (self.GROUP - 1).bit_length()
             words = [read_register(m, Cat(*words[g:g + self.GROUP]).word_select(
-                         select[:part], self._width), self.en, f"bank_group{g // self.GROUP}")
+                         select[:in_group], self._width), self.en,
+                         f"bank_group{g // self.GROUP}")
                      for g in range(0, self.banks, self.GROUP)]
-            select = read_register(m, select[part:], self.en, "bank_select2")
+            select = read_register(m, select[in_group:], self.en, "bank_select2")
         m.d.comb += self.data.eq(Cat(*words).word_select(select, self._width))
         return m
 
