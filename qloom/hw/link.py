@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 
 from .estimate import Family, Features, auto_ram_cost, calibrated
 from .protocol import CRC_INIT, REQUEST_SYNC, REPLY_SYNC, Status, WireFormat, crc16_step
-from .skid import SkidBuffer, flag_groups
+from .skid import SkidBuffer, skid_cost
 
 __all__ = ["frame_layout", "Link", "estimate"]
 
@@ -334,9 +334,9 @@ def estimate(input_format: WireFormat, output_format: WireFormat, family: Family
     f.add("lut", "fixed", FIXED_LUT)
     f.add("ff", "fixed", FIXED_FF)
     for fmt in (input_format, output_format):
-        width = fmt.data_bits + 1
-        f.add("ff", "skid", 2 * width + 2 * flag_groups(width))
-        f.add("lut", "skid", width)
+        ff, lut = skid_cost(fmt.data_bits + 1)
+        f.add("ff", "skid", ff)
+        f.add("lut", "skid", lut)
     f.add("ff", "word", input_format.data_bits)
     f.add("lut", "reply_select", output_format.data_bits)
     f.add_memory("buffer", auto_ram_cost(input_format.frame_bytes, 8, family))

@@ -22,6 +22,12 @@ def flag_groups(width: int) -> int:
     return max(1, -(-width // GROUP_BITS))
 
 
+def skid_cost(width: int) -> tuple[int, int]:
+    """(flip-flops, LUT4s) of a skid buffer of ``width`` payload bits: two words and the
+    flags' copies, and the output mux."""
+    return 2 * width + 2 * flag_groups(width), width
+
+
 class SkidBuffer(wiring.Component):
     """``i`` -> ``o`` of one payload shape; every output is a register."""
 

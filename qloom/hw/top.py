@@ -22,7 +22,7 @@ from amaranth.lib.wiring import In, Out
 from .dup import Duplicate
 from .estimate import Features
 from .fifo import StreamFIFO
-from .skid import SkidBuffer, flag_groups
+from .skid import SkidBuffer, skid_cost
 from .spram import SpiSignature, SpramLoader
 from .width import WidthConverter
 
@@ -56,9 +56,10 @@ def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
     f = Features("edge")
     lanes = max(src_lanes, dst_lanes)
     width = lanes * bits
-    f.add("ff", "skid", 2 * (src_lanes + dst_lanes) * bits
-          + 2 * (flag_groups(src_lanes * bits) + flag_groups(dst_lanes * bits)))
-    f.add("lut", "skid", (src_lanes + dst_lanes) * bits)
+    for end in (src_lanes, dst_lanes):
+        ff, lut = skid_cost(end * bits)
+        f.add("ff", "skid", ff)
+        f.add("lut", "skid", lut)
     depth = edge_depth(elements, lanes)
     f.add_memory("fifo", auto_ram_cost(depth - 1, width, family))
     f.add("ff", "fifo_out", width)
