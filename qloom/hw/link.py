@@ -117,40 +117,55 @@ class Link(wiring.Component):
         nbyte = Signal(range(fin.bytes_per_word))
         nword = Signal(range(fin.words))
         addr = Signal(range(fin.frame_bytes + 1))
-        idle = Signal(range(self.timeout + 1))
+        # Cycles since the last byte, counted up from 2**w - (timeout - 1) so that the
+        # timeout is the counter's top bit (a register), not a 21-bit compare.
+        w = max(1, (self.timeout - 1).bit_length())
+        start = 2 ** w - (self.timeout - 1)
+        idle = Signal(w + 1, init=start)
         fault = Signal()
         fault_status = Signal(8)
         len_lo_ok, crc_lo_ok, addr_last = Signal(), Signal(), Signal()
         nbyte_last, nword_last = Signal(), Signal()    # nbyte, nword at their last value
 
-        # Input stage: each byte is registered together with the comparisons the receiver
-        # needs, so that no path runs from the UART through a wide compare into the state
-        # machine. (A byte arrives at most every 10 * divisor cycles: this costs nothing.)
-        # The second length and CRC bytes are judged whole here, with the first byte's
-        # result (taken by then): each is one flag for the state logic.
-        b, byte, take = Signal(8), Signal(), Signal()
-        b_sync, b_len_lo, b_len_ok, b_crc_ok = Signal(), Signal(), Signal(), Signal()
+        # Input stages: each byte is held in `b` and judged in two registered steps before
+        # the state machine sees it (`byte`), so that no path runs from the UART through a
+        # wide compare into the state machine: first against the constants and XORed with
+        # the CRC so far, then the XORs tested for zero (two LUT levels per step; one step
+        # was 4 levels on the iCEBreaker, 3 ns of routing between each). The second length
+        # and CRC bytes are judged whole, with the first byte's result (taken by then):
+        # each is one flag for the state logic. A byte arrives at most every 10 * divisor
+        # cycles, so the two cycles cost nothing.
+        b, hold, byte, take = Signal(8), Signal(), Signal(), Signal()
+        judge, judged = Signal(), Signal()
+        crc_x = Signal(16)                            # b ^ the CRC so far, low and high byte
+        b_sync, b_len_lo, b_len_ok = Signal(), Signal(), Signal()
+        b_crc_lo, b_crc_ok = Signal(), Signal()
         payload = self.i.payload
-        m.d.comb += self.i.ready.eq(~byte)
+        arrive = self.i.valid & ~hold
+        m.d.comb += self.i.ready.eq(~hold)
         # ``idle`` counts the cycles since the last byte; every request state is entered
         # right after one, so a stalled request times out ``timeout`` cycles after its
         # last byte.
-        with m.If(self.i.valid & ~byte):
-            m.d.sync += idle.eq(0)
-        with m.Else():
+        with m.If(arrive):
+            m.d.sync += [idle.eq(start), b.eq(payload), hold.eq(1)]
+        with m.Elif(~idle[w]):
             m.d.sync += idle.eq(idle + 1)
-        with m.If(self.i.valid & ~byte):
-            m.d.sync += [b.eq(payload), byte.eq(1), b_sync.eq(payload == REQUEST_SYNC),
-                         b_len_lo.eq(payload == (fin.frame_bytes & 0xFF)),
-                         b_len_ok.eq(len_lo_ok & (payload == (fin.frame_bytes >> 8))),
-                         b_crc_ok.eq(crc_lo_ok & (payload == rx_crc[8:]))]
-        with m.Elif(take):
-            m.d.sync += byte.eq(0)
+        m.d.sync += [judge.eq(arrive), judged.eq(judge)]
+        with m.If(judge):
+            m.d.sync += [b_sync.eq(b == REQUEST_SYNC),
+                         b_len_lo.eq(b == (fin.frame_bytes & 0xFF)),
+                         b_len_ok.eq(len_lo_ok & (b == (fin.frame_bytes >> 8))),
+                         crc_x.eq(Cat(b ^ rx_crc[:8], b ^ rx_crc[8:]))]
+        with m.If(judged):
+            m.d.sync += [b_crc_lo.eq(crc_x[:8] == 0),
+                         b_crc_ok.eq(crc_lo_ok & (crc_x[8:] == 0)), byte.eq(1)]
+        with m.Elif(take & byte):
+            m.d.sync += [byte.eq(0), hold.eq(0)]
         # One registered fault flag and its status for the receiving states (a UART error
         # before a timeout): the two tested in turn were part of the receiver's state
         # logic on the iCEBreaker's critical path. A fault wins over a byte seen in the
         # same cycle (a byte that comes exactly as the request times out is too late).
-        timed_out = (idle == self.timeout - 1) & ~byte
+        timed_out = idle[w] & ~hold
         m.d.sync += [fault.eq(self.rx_error | timed_out),
                      fault_status.eq(Mux(self.rx_error, Status.UART_ERROR, Status.TIMEOUT))]
         m.d.comb += [wp.addr.eq(addr), wp.data.eq(b), rp.addr.eq(addr),
@@ -209,7 +224,7 @@ class Link(wiring.Component):
                         m.next = "CRC0"
             with m.State("CRC0"):
                 with receiving(crc=False):
-                    m.d.sync += crc_lo_ok.eq(b == rx_crc[:8])
+                    m.d.sync += crc_lo_ok.eq(b_crc_lo)
                     m.next = "CRC1"
                 # The request is written: the reads start from 0 (cleared here, whatever
                 # the bytes, the address takes no fault or CRC into its logic).

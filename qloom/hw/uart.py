@@ -58,17 +58,23 @@ class UARTTx(wiring.Component):
         shreg = Signal(10, init=0x3FF)   # stop, 8 data bits, start; shifted out LSB first
         bits = Signal(range(11))
         timer = Signal(range(self.divisor))
-        m.d.comb += self.tx.eq(shreg[0])
-        with m.If(bits == 0):
-            m.d.comb += self.i.ready.eq(1)
+        # The byte's state as registers, each set the cycle before it holds: `idle`
+        # (bits == 0), `last` (bits == 1) and `expired` (timer == 0). Decoded from the
+        # counters they were 3 LUT levels into the shift register's enable, spread over a
+        # nearly full UP5K (the iCEBreaker jet tagger's critical path, 4 ns per hop).
+        idle, last, expired = Signal(init=1), Signal(), Signal()
+        m.d.comb += [self.tx.eq(shreg[0]), self.i.ready.eq(idle)]
+        with m.If(idle):
             with m.If(self.i.valid):
                 m.d.sync += [shreg.eq(Cat(Const(0, 1), self.i.payload, Const(1, 1))),
-                             bits.eq(10), timer.eq(self.divisor - 1)]
-        with m.Elif(timer == 0):
+                             bits.eq(10), idle.eq(0), last.eq(0),
+                             timer.eq(self.divisor - 1), expired.eq(0)]
+        with m.Elif(expired):
             m.d.sync += [shreg.eq(Cat(shreg[1:], Const(1, 1))), bits.eq(bits - 1),
-                         timer.eq(self.divisor - 1)]
+                         idle.eq(last), last.eq(bits == 2),
+                         timer.eq(self.divisor - 1), expired.eq(0)]
         with m.Else():
-            m.d.sync += timer.eq(timer - 1)
+            m.d.sync += [timer.eq(timer - 1), expired.eq(timer == 1)]
         return m
 
 
@@ -94,6 +100,7 @@ class UARTRx(wiring.Component):
         expired = Signal()
         shreg = Signal(8)
         bits = Signal(range(9))
+        last = Signal()          # bits == 1, as a register (set with bits)
 
         def count_down():
             m.d.sync += [timer.eq(timer - 1), expired.eq(timer == 1)]
@@ -105,7 +112,7 @@ class UARTRx(wiring.Component):
             m.d.sync += self.o.valid.eq(0)
         m.d.sync += self.error.eq(0)
 
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.sync += expired.eq(0)
                 with m.If(~rx):
@@ -115,7 +122,7 @@ class UARTRx(wiring.Component):
                 count_down()
                 with m.If(expired):
                     load(self.divisor - 1)
-                    m.d.sync += bits.eq(8)
+                    m.d.sync += [bits.eq(8), last.eq(0)]
                     m.next = "DATA"
                     with m.If(rx):   # a glitch, not a start bit
                         m.next = "IDLE"
@@ -123,8 +130,9 @@ class UARTRx(wiring.Component):
                 count_down()
                 with m.If(expired):
                     load(self.divisor - 1)
-                    m.d.sync += [shreg.eq(Cat(shreg[1:], rx)), bits.eq(bits - 1)]
-                    with m.If(bits == 1):
+                    m.d.sync += [shreg.eq(Cat(shreg[1:], rx)), bits.eq(bits - 1),
+                                 last.eq(bits == 2)]
+                    with m.If(last):
                         m.next = "STOP"
             with m.State("STOP"):
                 count_down()
@@ -136,4 +144,8 @@ class UARTRx(wiring.Component):
                     with m.Else():
                         m.d.sync += [self.o.payload.eq(shreg), self.o.valid.eq(1)]
                     m.next = "IDLE"
+        # One flip-flop per state, so that each next state is a function of a few
+        # registers (decoded from a binary state with `bits == 1` it was 3 LUT levels, the
+        # iCEBreaker jet tagger's critical path). The clock domain starts in reset.
+        fsm.state.attrs["fsm_encoding"] = "one-hot"
         return m
