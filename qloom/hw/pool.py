@@ -61,12 +61,31 @@ class MaxPool(wiring.Component):
         output word at one word per cycle, or the input is the bottleneck."""
         return max(self.in_words_per_frame, self.out_words_per_frame * self._kernel ** 2)
 
+    def _window_args(self) -> dict:
+        return dict(in_h=self._in_h, in_w=self._in_w, channels=self._channels,
+                    kernel=(self._kernel, self._kernel), stride=(self._stride, self._stride))
+
+    def estimate(self, family) -> list:
+        """Resources as ``[(suffix, Features)]``: the sliding window's
+        (:func:`qloom.hw.swg.estimate`: its line buffer and counters) and the pool's own
+        (two comparators per lane, the running maximum and output registers, counters)."""
+        from . import swg
+        from .estimate import comparator_luts
+        bits = self._dtype.bits
+        f = Features("maxpool")
+        f.add("lut", "compare", self._lanes * 2 * comparator_luts(bits))
+        f.add("lut", "control", 40)
+        f.add("ff", "lanes", self._lanes * bits * 2)
+        f.add("ff", "control", 30)
+        window = swg.estimate(**self._window_args(), pads=(0, 0, 0, 0), simd=self._lanes,
+                              bits=bits, family=family)
+        return [("_swg", window), ("", f)]
+
     def elaborate(self, platform):
         m = Module()
         m.submodules.swg = swg = SlidingWindow(
-            in_h=self._in_h, in_w=self._in_w, channels=self._channels,
-            kernel=(self._kernel, self._kernel), stride=(self._stride, self._stride),
-            dtype=self._dtype, simd=self._lanes, order=WindowOrder.C_KH_KW)
+            **self._window_args(), dtype=self._dtype, simd=self._lanes,
+            order=WindowOrder.C_KH_KW)
         wiring.connect(m, wiring.flipped(self.i), swg.i)
 
         taps = self._kernel ** 2
@@ -87,18 +106,3 @@ class MaxPool(wiring.Component):
             with m.If(last):
                 m.d.sync += [tap.eq(0), self.o.valid.eq(1), self.o.payload.eq(reduced)]
         return m
-
-
-def estimate(*, in_w: int, channels: int, kernel: int, stride: int, lanes: int, bits: int,
-             family) -> Features:
-    """The max pool's resources (:class:`qloom.hw.estimate.Features`): a row of partial
-    maxima, two comparators per lane, the output registers and counters."""
-    from .estimate import comparator_luts, memory_cost
-    f = Features("maxpool")
-    out_w = (in_w - kernel) // stride + 1
-    f.add_memory("row", memory_cost(out_w * (channels // lanes), lanes * bits, family))
-    f.add("lut", "compare", lanes * 2 * comparator_luts(bits))
-    f.add("lut", "control", 40)
-    f.add("ff", "lanes", lanes * bits * 2)
-    f.add("ff", "control", 30)
-    return f

@@ -62,9 +62,9 @@ class ConvEngine(Engine):
     def features(self, fold, options, dsps=0):
         from ...hw import swg, systolic, threshold
         conv, family = self.conv, options.family
-        window = swg.estimate(in_w=self.in_w, channels=self.in_c, kernel=conv.kernel,
-                              stride=conv.stride, simd=fold.simd, bits=conv.in_type.bits,
-                              family=family)
+        window = swg.estimate(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
+                              kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
+                              simd=fold.simd, bits=conv.in_type.bits, family=family)
         acc_bits = conv.acc_type(self.in_c).bits
         if not self.systolic:
             return [("_swg", window),

@@ -62,8 +62,9 @@ class DepthwiseEngine(Engine):
         from ...hw import swg, threshold
         conv, family = self.conv, options.family
         unit = self._asked(fold.pe)
-        parts = [("_swg", swg.estimate(in_w=self.in_w, channels=self.channels,
-                                       kernel=conv.kernel, stride=conv.stride, simd=fold.pe,
+        parts = [("_swg", swg.estimate(in_h=self.in_h, in_w=self.in_w,
+                                       channels=self.channels, kernel=conv.kernel,
+                                       stride=conv.stride, pads=conv.pads, simd=fold.pe,
                                        bits=conv.in_type.bits, family=family)),
                  ("", unit.estimate(family))]
         if self.threshold is not None:

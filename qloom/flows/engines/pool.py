@@ -21,24 +21,27 @@ class PoolEngine(LaneEngine):
     def from_layer(cls, layer, net, threshold=None):
         return cls(layer, net.shape_of(layer.inputs[0]), net.tensors[layer.inputs[0]].dtype)
 
+    def unit(self, lanes: int):
+        """The template for ``lanes`` lanes."""
+        from ...hw.pool import MaxPool as PoolUnit
+        return PoolUnit(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
+                        kernel=self.layer.kernel, stride=self.layer.stride,
+                        dtype=self.dtype, lanes=lanes)
+
+    def _asked(self, lanes: int):
+        from ...hw.avgpool import unelaborated
+        return unelaborated(self.unit(lanes))
+
     def cycles(self, fold):
-        return self.in_h * self.in_w * (self.channels // fold.pe)
+        return self._asked(fold.pe).cycles_per_frame
 
     def features(self, fold, options, dsps=0):
-        from ...hw import pool
-        return [("", pool.estimate(in_w=self.in_w, channels=self.channels,
-                                   kernel=self.layer.kernel, stride=self.layer.stride,
-                                   lanes=fold.pe, bits=self.dtype.bits,
-                                   family=options.family))]
+        return self._asked(fold.pe).estimate(options.family)
 
     @property
     def in_bits(self) -> int:
         return self.dtype.bits
 
     def nodes(self, fold, options, dsps=0):
-        from ...hw.pool import MaxPool as PoolUnit
         from ...hw.top import Node
-        unit = PoolUnit(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
-                        kernel=self.layer.kernel, stride=self.layer.stride,
-                        dtype=self.dtype, lanes=fold.pe)
-        return [Node(self.name, unit, self.inputs, self.output)]
+        return [Node(self.name, self.unit(fold.pe), self.inputs, self.output)]
