@@ -35,7 +35,9 @@ class Link(wiring.Component):
     transmitter; ``feed`` streams checked input frames into the accelerator and ``result``
     takes its output frames. ``rx_error`` is the UART receiver's error pulse; ``error``
     pulses (one cycle late) whenever an error reply is queued, for an LED. ``timeout`` is the number of
-    idle clock cycles after which a half-received request is dropped.
+    idle clock cycles after which a half-received request is dropped (at least; counted in
+    steps of ``2**(bits // 2)`` cycles, ``bits`` the width of ``timeout - 1``: 2,048 cycles
+    for 50 ms at 50 MHz).
     """
 
     def __init__(self, *, input_format: WireFormat, output_format: WireFormat,
@@ -117,10 +119,17 @@ class Link(wiring.Component):
         nbyte = Signal(range(fin.bytes_per_word))
         nword = Signal(range(fin.words))
         addr = Signal(range(fin.frame_bytes + 1))
-        # Cycles since the last byte, counted up from 2**w - (timeout - 1) so that the
-        # timeout is the counter's top bit (a register), not a 21-bit compare.
-        w = max(1, (self.timeout - 1).bit_length())
-        start = 2 ** w - (self.timeout - 1)
+        # Cycles since the last byte in two counters of about half the timeout's bits
+        # each: `lo` counts cycles, `idle` its wraps (`tick`, a register) up from
+        # 2**w - ticks, so that the timeout is idle's top bit. One counter as wide as the
+        # timeout compared for equality was a 21-bit compare in the receiver's state
+        # logic, and counted up to its top bit a 22-bit carry chain with the byte's
+        # arrival at its start (the iCEBreaker's critical path, 22.6 ns).
+        lo_bits = max(1, (self.timeout - 1).bit_length() // 2)
+        ticks = -(-(self.timeout - 1) // 2 ** lo_bits)
+        w = max(1, ticks.bit_length())
+        start = 2 ** w - ticks
+        lo, tick = Signal(lo_bits), Signal()
         idle = Signal(w + 1, init=start)
         fault = Signal()
         fault_status = Signal(8)
@@ -143,14 +152,17 @@ class Link(wiring.Component):
         payload = self.i.payload
         arrive = self.i.valid & ~hold
         m.d.comb += self.i.ready.eq(~hold)
-        # ``idle`` counts the cycles since the last byte; every request state is entered
-        # right after one, so a stalled request times out ``timeout`` cycles after its
-        # last byte.
+        # ``idle`` counts the time since the last byte; every request state is entered
+        # right after one, so a stalled request times out ``timeout`` cycles (rounded up
+        # to whole wraps of ``lo``) after its last byte.
         with m.If(arrive):
-            m.d.sync += [idle.eq(start), b.eq(payload), hold.eq(1)]
-        with m.Elif(~idle[w]):
-            m.d.sync += idle.eq(idle + 1)
+            m.d.sync += [b.eq(payload), hold.eq(1)]
         m.d.sync += [judge.eq(arrive), judged.eq(judge)]
+        m.d.sync += [lo.eq(lo + 1), tick.eq(lo == 2 ** lo_bits - 1)]
+        with m.If(judge):
+            m.d.sync += [lo.eq(0), tick.eq(0), idle.eq(start)]
+        with m.Elif(tick & ~idle[w]):
+            m.d.sync += idle.eq(idle + 1)
         with m.If(judge):
             m.d.sync += [b_sync.eq(b == REQUEST_SYNC),
                          b_len_lo.eq(b == (fin.frame_bytes & 0xFF)),
