@@ -58,10 +58,13 @@ class StreamRun:
 
 
 def run_stream(dut, inputs, n_outputs, *, in_stall=0.0, out_stall=0.0, seed=0,
-               max_cycles=None, i="i", o="o", vcd=None) -> StreamRun:
+               max_cycles=None, i="i", o="o", vcd=None, in_period=1,
+               out_period=1) -> StreamRun:
     """Simulate ``dut``: feed ``inputs`` into stream ``i`` and collect ``n_outputs`` payloads
     from stream ``o``. With ``in_stall``/``out_stall`` > 0 the input ``valid`` and output
-    ``ready`` are dropped at random with that probability each cycle. Raises RuntimeError
+    ``ready`` are dropped at random with that probability each cycle; ``in_period`` /
+    ``out_period`` throttle them exactly: an input offered at most every ``in_period``
+    cycles, the output ready every ``out_period``-th cycle only. Raises RuntimeError
     when ``max_cycles`` pass first, and when ``o`` produces more than ``n_outputs`` within
     a short drain window after the last expected one.
     """
@@ -76,6 +79,12 @@ def run_stream(dut, inputs, n_outputs, *, in_stall=0.0, out_stall=0.0, seed=0,
     async def source(ctx):
         cycle = 0
         for payload in inputs:
+            # the last input was taken on tick ``in_cycles[-1]``, this one at ``cycle + 1``
+            since = cycle - (result.in_cycles[-1] if result.in_cycles else -in_period)
+            for _ in range(in_period - 1 - since):
+                ctx.set(si.valid, 0)
+                await ctx.tick()
+                cycle += 1
             while rng.random() < in_stall:
                 ctx.set(si.valid, 0)
                 await ctx.tick()
@@ -94,7 +103,7 @@ def run_stream(dut, inputs, n_outputs, *, in_stall=0.0, out_stall=0.0, seed=0,
         cycle = 0
         drain = 0
         while cycle < max_cycles:
-            ready = int(rng.random() >= out_stall)
+            ready = int(rng.random() >= out_stall and cycle % out_period == 0)
             ctx.set(so.ready, ready)
             _, _, valid, payload = await ctx.tick().sample(so.valid, so.payload)
             cycle += 1

@@ -89,6 +89,44 @@ def test_swg_keeps_up(h, w, c, kernel, stride, pads, simd):
     assert dut.cycles_per_frame <= measured <= 1.1 * dut.cycles_per_frame + 4
 
 
+@pytest.mark.parametrize("h,w,kernel,stride,pads", [
+    (6, 6, (3, 3), (1, 1), (0, 0, 0, 0)),
+    (6, 5, (3, 3), (1, 1), (1, 1, 1, 1)),
+    (7, 7, (3, 3), (2, 2), (0, 0, 0, 0)),
+    (3, 3, (3, 3), (1, 1), (0, 0, 0, 0)),       # the window is the image
+])
+def test_swg_frames_back_to_back_behind_a_slow_producer(h, w, kernel, stride, pads):
+    """Output-bound (a consumer taking a word every 5th cycle) behind a producer slow
+    enough to need most of a frame's time: the next frame's first window is taken in
+    while the last output row is read, so frames follow at the consumer's pace. With a
+    line buffer of KH + SH rows the first window waited for rows at each frame's start
+    (CNV-w1a1: +9.9% over its plan)."""
+    frames, out_period = 4, 5
+    dut = SlidingWindow(in_h=h, in_w=w, channels=1, kernel=kernel, stride=stride,
+                        pads=pads, dtype=uint_type(4), simd=1)
+    n = dut.out_words_per_frame
+    in_period = (out_period * n) // (2 * dut.in_words_per_frame)  # half the frame time
+    assert in_period >= 2
+    x = random_codes(uint_type(4), (frames, h, w, 1), np.random.default_rng(1))
+    run = run_stream(dut, to_words(x, 1), frames * n, in_period=in_period,
+                     out_period=out_period)
+    assert run.outputs == ref_windows(x, kernel, stride, pads, 0, 1)
+    measured = run.out_cycles[frames * n - 1] - run.out_cycles[(frames - 1) * n - 1]
+    assert measured == out_period * n
+
+
+def test_swg_buffer_rows():
+    # KH + SH within a frame; at a frame's end the last output row's rows and the next
+    # frame's first window
+    assert [SlidingWindow(in_h=h, in_w=4, channels=1, kernel=k, stride=s, pads=p,
+                          dtype=uint_type(4), simd=1).buffer_rows
+            for h, k, s, p in [(6, (3, 3), (1, 1), (0, 0, 0, 0)),
+                               (6, (3, 3), (1, 1), (1, 1, 1, 1)),
+                               (7, (3, 3), (2, 2), (0, 0, 0, 0)),
+                               (8, (2, 2), (2, 2), (0, 0, 0, 0)),
+                               (5, (1, 1), (1, 1), (0, 0, 0, 0))]] == [6, 4, 6, 4, 2]
+
+
 def random_case(seed, max_size):
     rng = np.random.default_rng(100 + seed)
     kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
