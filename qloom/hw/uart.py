@@ -55,15 +55,20 @@ class UARTTx(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        shreg = Signal(10, init=0x3FF)   # stop, 8 data bits, start; shifted out LSB first
-        bits = Signal(range(11))
-        timer = Signal(range(self.divisor))
+        # Only `idle` is reset (the line is high while idle): every other register is
+        # loaded before it is read. A synchronous reset joins the enable of a register
+        # that has one (the iCE40's SB_DFFESR resets only when enabled), and the reset's
+        # route into the timer's enable was the iCEBreaker jet tagger's critical path.
+        shreg = Signal(10, reset_less=True)  # stop, 8 data bits, start; LSB first
+        bits = Signal(range(11), reset_less=True)
+        timer = Signal(range(self.divisor), reset_less=True)
         # The byte's state as registers, each set the cycle before it holds: `idle`
         # (bits == 0), `last` (bits == 1) and `expired` (timer == 0). Decoded from the
         # counters they were 3 LUT levels into the shift register's enable, spread over a
         # nearly full UP5K (the iCEBreaker jet tagger's critical path, 4 ns per hop).
-        idle, last, expired = Signal(init=1), Signal(), Signal()
-        m.d.comb += [self.tx.eq(shreg[0]), self.i.ready.eq(idle)]
+        idle = Signal(init=1)
+        last, expired = Signal(reset_less=True), Signal(reset_less=True)
+        m.d.comb += [self.tx.eq(shreg[0] | idle), self.i.ready.eq(idle)]
         with m.If(idle):
             with m.If(self.i.valid):
                 m.d.sync += [shreg.eq(Cat(Const(0, 1), self.i.payload, Const(1, 1))),
@@ -93,14 +98,16 @@ class UARTRx(wiring.Component):
         m = Module()
         rx = Signal(init=1)
         m.submodules.sync = FFSynchronizer(self.rx, rx, init=1)
-        timer = Signal(range(self.divisor))
+        # The counters and the byte are loaded before they are read: not reset (see
+        # UARTTx), only the state, the output's valid and the error are.
+        timer = Signal(range(self.divisor), reset_less=True)
         # `timer == 0` while counting, as a register: compared in logic, it fed the bit
         # counter's enable and the byte's valid (the iCEBreaker's critical path once, 5
         # levels). Every value loaded is at least 1 (MIN_DIVISOR), so a load clears it.
         expired = Signal()
-        shreg = Signal(8)
-        bits = Signal(range(9))
-        last = Signal()          # bits == 1, as a register (set with bits)
+        shreg = Signal(8, reset_less=True)
+        bits = Signal(range(9), reset_less=True)
+        last = Signal(reset_less=True)     # bits == 1, as a register (set with bits)
 
         def count_down():
             m.d.sync += [timer.eq(timer - 1), expired.eq(timer == 1)]
