@@ -61,6 +61,17 @@ class ElementwiseAdd(wiring.Component):
     def out_type(self) -> DataType:
         return self._out_type
 
+    def estimate(self, family) -> Features:
+        """Resources (:class:`qloom.hw.estimate.Features`): an adder and an output register
+        per lane, of the output type's width."""
+        bits = self._out_type.bits
+        f = Features("add")
+        f.add("lut", "lanes", self._lanes * bits)
+        f.add("ff", "lanes", self._lanes * bits)
+        f.add("lut", "control", 4)
+        f.add("ff", "control", 2)
+        return f
+
     def elaborate(self, platform):
         m = Module()
         both = Signal()
@@ -80,15 +91,3 @@ class ElementwiseAdd(wiring.Component):
                     _value(self.i_a.payload[lane], self._a_type)
                     + _value(self.i_b.payload[lane], self._b_type))
         return m
-
-
-def estimate(*, a_bits: int, b_bits: int, lanes: int, family) -> Features:
-    """The adder's resources (:class:`qloom.hw.estimate.Features`): an adder and an
-    output register per lane."""
-    bits = max(a_bits, b_bits) + 1
-    f = Features("add")
-    f.add("lut", "lanes", lanes * bits)
-    f.add("ff", "lanes", lanes * bits)
-    f.add("lut", "control", 4)
-    f.add("ff", "control", 2)
-    return f

@@ -32,17 +32,19 @@ class AddEngine(LaneEngine):
     def cycles(self, fold):
         return self.elements // fold.pe
 
+    def unit(self, lanes: int):
+        """The template for ``lanes`` lanes."""
+        from ...hw.add import ElementwiseAdd
+        return ElementwiseAdd(a_type=self.a_type, b_type=self.b_type, lanes=lanes)
+
     def features(self, fold, options, dsps=0):
-        from ...hw import add
-        return [("", add.estimate(a_bits=self.a_type.bits, b_bits=self.b_type.bits,
-                                  lanes=fold.pe, family=options.family))]
+        from ...hw.avgpool import unelaborated
+        return [("", unelaborated(self.unit(fold.pe)).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:
         return max(self.a_type.bits, self.b_type.bits)
 
     def nodes(self, fold, options, dsps=0):
-        from ...hw.add import ElementwiseAdd
         from ...hw.top import Node
-        unit = ElementwiseAdd(a_type=self.a_type, b_type=self.b_type, lanes=fold.pe)
-        return [Node(self.name, unit, self.inputs, self.output)]
+        return [Node(self.name, self.unit(fold.pe), self.inputs, self.output)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...nn.dtypes import DataType
 from ...nn.ir import AvgPool
-from .base import LaneEngine
+from .base import LaneEngine, refused_as_unsupported
 
 __all__ = ["AvgPoolEngine"]
 
@@ -18,6 +18,8 @@ class AvgPoolEngine(LaneEngine):
         self.layer, self.dtype = layer, dtype
         self.in_h, self.in_w, self.channels = in_shape
         self.is_global = layer.is_global(in_shape)
+        with refused_as_unsupported(layer.name):    # e.g. padding a bipolar input
+            self._asked(1)
 
     @classmethod
     def from_layer(cls, layer, net, threshold=None):

@@ -5,16 +5,30 @@ build its hardware nodes."""
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass
 
-from ...errors import QloomError
+from ...errors import QloomError, UnsupportedModelError
 from ..cost import Family, Resources, calibrated
 
-__all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "ChannelEngine", "divisors"]
+__all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "ChannelEngine", "divisors",
+           "refused_as_unsupported"]
 
 
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@contextlib.contextmanager
+def refused_as_unsupported(node: str):
+    """A template refusing its parameters here (the ``ValueError`` its constructor raises
+    for what it cannot build, e.g. a bipolar input it cannot pad) becomes the
+    ``UnsupportedModelError`` naming the layer ``node``: an engine asks its template what
+    it takes, when it is made, instead of repeating the template's checks."""
+    try:
+        yield
+    except ValueError as e:
+        raise UnsupportedModelError(str(e), node=node) from e
 
 
 @dataclass(frozen=True, order=True)

@@ -8,7 +8,7 @@ import math
 from ...nn.dtypes import DataType
 from ...nn.ir import Concat
 from ..cost import Resources
-from .base import LaneEngine, pixels
+from .base import BuildOptions, Fold, LaneEngine, pixels, refused_as_unsupported
 
 __all__ = ["ConcatEngine"]
 
@@ -22,6 +22,10 @@ class ConcatEngine(LaneEngine):
         self.widths = [shape[-1] for shape in shapes]
         self.channels = math.gcd(*self.widths)       # lanes must divide every input
         self.pixels = pixels(shapes[0])
+        from ...hw.avgpool import unelaborated
+        with refused_as_unsupported(layer.name):    # e.g. bipolar and integer inputs
+            for node in self.nodes(Fold(1), BuildOptions()):
+                unelaborated(node.component)
 
     @classmethod
     def from_layer(cls, layer, net, threshold=None):

@@ -4,12 +4,23 @@ the following activation's thresholds fused into the matrix unit's output."""
 
 from __future__ import annotations
 
+from ...errors import UnsupportedModelError
 from ...nn.ir import Conv, MultiThreshold
 from .base import Engine, Fold, divisors
 from .dense import (datapath_of, dsp_primitive, memory_styles, mvu_features, mvu_registers,
                     threshold_compare_register, threshold_spec)
 
-__all__ = ["ConvEngine"]
+__all__ = ["ConvEngine", "pad_code"]
+
+
+def pad_code(conv: Conv) -> int:
+    """The code the sliding window pads ``conv``'s input with: its pad value's. A padded
+    input whose type has no such value (0 is no bipolar value) is refused."""
+    if any(conv.pads) and not conv.in_type.allows(conv.pad_value):
+        raise UnsupportedModelError(
+            f"a padded convolution of a {conv.in_type} input: its pad value "
+            f"{conv.pad_value} is no {conv.in_type} value", node=conv.name)
+    return int(conv.in_type.encode(conv.pad_value))
 
 
 class ConvEngine(Engine):
@@ -26,6 +37,8 @@ class ConvEngine(Engine):
         kh, kw = conv.kernel
         self.mw = kh * kw * self.in_c
         self.systolic = datapath_of(conv.w_type, conv.in_type) == "mac"
+        self.pad_code = pad_code(conv)
+        self._window_cycles = {}    # simd -> the window's cycles per frame, asked once
 
     @classmethod
     def from_layer(cls, layer, net, threshold=None):
@@ -50,8 +63,23 @@ class ConvEngine(Engine):
     def folds(self):
         return [Fold(pe, simd) for pe in divisors(self.out_c) for simd in divisors(self.in_c)]
 
+    def window(self, simd: int):
+        """The sliding window for ``simd`` lanes."""
+        from ...hw.swg import SlidingWindow
+        conv = self.conv
+        return SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
+                             kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
+                             dtype=conv.in_type, simd=simd, pad_code=self.pad_code)
+
     def cycles(self, fold):
-        return self.out_h * self.out_w * (self.out_c // fold.pe) * (self.mw // fold.simd)
+        """The slower of the matrix unit and the window, which takes every input word
+        (more than it gives when the stride exceeds the kernel)."""
+        from ...hw.avgpool import unelaborated
+        if fold.simd not in self._window_cycles:
+            self._window_cycles[fold.simd] = \
+                unelaborated(self.window(fold.simd)).cycles_per_frame
+        unit = self.out_h * self.out_w * (self.out_c // fold.pe) * (self.mw // fold.simd)
+        return max(unit, self._window_cycles[fold.simd])
 
     def multipliers(self, fold):
         return fold.pe * fold.simd if self.systolic else 0
@@ -102,14 +130,10 @@ class ConvEngine(Engine):
         return fold.pe
 
     def nodes(self, fold, options, dsps=0):
-        from ...hw.swg import SlidingWindow
         from ...hw.top import Node
         conv = self.conv
         windows = f"{self.name}_windows"
-        swg = SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
-                            kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
-                            dtype=conv.in_type, simd=fold.simd,
-                            pad_code=int(conv.in_type.encode(conv.pad_value)))
+        swg = self.window(fold.simd)
         weights = conv.dense_weights(self.in_c)
         spec = threshold_spec(self.threshold)
         if self.systolic:

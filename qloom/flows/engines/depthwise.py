@@ -30,6 +30,9 @@ class DepthwiseEngine(Engine):
         self.out_h, self.out_w, _ = out_shape
         kh, kw = conv.kernel
         self.k = kh * kw
+        from .conv import pad_code
+        self.pad_code = pad_code(conv)
+        self._cycles = {}           # lanes -> cycles per frame, asked once
 
     @classmethod
     def from_layer(cls, layer, net, threshold=None):
@@ -53,8 +56,24 @@ class DepthwiseEngine(Engine):
         from ...hw.avgpool import unelaborated
         return unelaborated(self.unit(lanes))
 
+    def window(self, lanes: int):
+        """The sliding window for ``lanes`` lanes, in channel-word-major order."""
+        from ...hw.swg import SlidingWindow, WindowOrder
+        conv = self.conv
+        return SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
+                             kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
+                             dtype=conv.in_type, simd=lanes, pad_code=self.pad_code,
+                             order=WindowOrder.C_KH_KW)
+
     def cycles(self, fold):
-        return self.out_h * self.out_w * self._asked(fold.pe).cycles_per_pixel()
+        """The slower of the unit and the window, which takes every input word (more than
+        it gives when the stride exceeds the kernel)."""
+        from ...hw.avgpool import unelaborated
+        if fold.pe not in self._cycles:
+            unit = self.out_h * self.out_w * self._asked(fold.pe).cycles_per_pixel()
+            self._cycles[fold.pe] = max(
+                unit, unelaborated(self.window(fold.pe)).cycles_per_frame)
+        return self._cycles[fold.pe]
 
     def features(self, fold, options, dsps=0):
         """The sliding window's, the unit's and the thresholds' estimates, each from its
@@ -86,16 +105,10 @@ class DepthwiseEngine(Engine):
         return fold.pe
 
     def nodes(self, fold, options, dsps=0):
-        from ...hw.swg import SlidingWindow, WindowOrder
         from ...hw.top import Node
         from .dense import threshold_compare_register, threshold_spec
-        conv = self.conv
         windows = f"{self.name}_windows"
-        swg = SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
-                            kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
-                            dtype=conv.in_type, simd=fold.pe,
-                            pad_code=int(conv.in_type.encode(conv.pad_value)),
-                            order=WindowOrder.C_KH_KW)
+        swg = self.window(fold.pe)
         unit = self.unit(fold.pe)
         nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
         spec = threshold_spec(self.threshold)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ...nn.ir import Requant
-from .base import ChannelEngine
+from .base import ChannelEngine, refused_as_unsupported
 
 __all__ = ["RequantEngine"]
 
@@ -12,6 +12,20 @@ __all__ = ["RequantEngine"]
 class RequantEngine(ChannelEngine):
     kind = "requant"
     layer: Requant
+
+    def __init__(self, layer: Requant, pixels: int):
+        super().__init__(layer, pixels)
+        from ...hw.avgpool import unelaborated
+        with refused_as_unsupported(layer.name):    # e.g. a bipolar input
+            unelaborated(self.unit(1))
+
+    def unit(self, lanes: int, block_table: bool = False):
+        """The template for ``lanes`` lanes, its offset table in block RAM or not."""
+        from ...hw.requant import Requantizer
+        layer = self.layer
+        return Requantizer(bias=layer.bias, shift=layer.shift, rounding=layer.rounding,
+                           lo=layer.lo, hi=layer.hi, in_type=layer.in_type,
+                           out_type=layer.out_type, lanes=lanes, block_table=block_table)
 
     def features(self, fold, options, dsps=0):
         from ...hw import requant
@@ -29,12 +43,9 @@ class RequantEngine(ChannelEngine):
         return self.layer.out_type.bits
 
     def nodes(self, fold, options, dsps=0):
-        from ...hw.requant import Requantizer, table_in_block_ram
+        from ...hw.requant import table_in_block_ram
         from ...hw.top import Node
         layer = self.layer
         block = table_in_block_ram(channels=layer.channels, lanes=fold.pe,
                                    in_bits=layer.in_type.bits, family=options.family)
-        unit = Requantizer(bias=layer.bias, shift=layer.shift, rounding=layer.rounding,
-                           lo=layer.lo, hi=layer.hi, in_type=layer.in_type,
-                           out_type=layer.out_type, lanes=fold.pe, block_table=block)
-        return [Node(self.name, unit, self.inputs, self.output)]
+        return [Node(self.name, self.unit(fold.pe, block), self.inputs, self.output)]

@@ -72,12 +72,14 @@ def _fit(layer: MultiThreshold, lo, hi, shift: int, rounding: Rounding):
 
 
 def _requant(net: Network, layer: MultiThreshold) -> Requant | None:
-    if layer.num_thresholds < MIN_LEVELS or layer.out_type.bipolar:
+    in_type: DataType = net.tensors[layer.inputs[0]].dtype
+    # The requantizer adds offsets to integers: bipolar inputs and outputs keep their
+    # thresholds.
+    if layer.num_thresholds < MIN_LEVELS or layer.out_type.bipolar or in_type.bipolar:
         return None
     if np.any(layer.sign != 1) or np.any(layer.bias != layer.bias[0]):
         return None
     lo, hi = (np.asarray(a, dtype=np.int64) for a in _input_range(net, layer))
-    in_type: DataType = net.tensors[layer.inputs[0]].dtype
     for shift in range(in_type.bits + 2):
         for rounding in Rounding:
             offsets = _fit(layer, lo, hi, shift, rounding)
