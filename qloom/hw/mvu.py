@@ -65,7 +65,8 @@ from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blo
                     spram_image)
 from .threshold import ThresholdSpec, ThresholdTable, compare_register
 from .types import shape_of
-from .weight_mem import BankedRom, RamStyle, banked_latency, banks, pack_words, rom
+from .weight_mem import (BankedRom, RamStyle, banked_latency, banks, pack_words, read_register,
+                         rom)
 
 __all__ = ["MVU", "Datapath", "RamStyle"]
 
@@ -127,7 +128,12 @@ class MVU(wiring.Component):
     after the lane products and after the per-PE sum (None: operands and products
     registered for the MAC datapath only, the tree when ``SIMD > 1``); ``compare_register``
     registers the fused thresholds' compares before their count (None: the rule of
-    ``qloom.hw.threshold.compare_register`` without a family).
+    ``qloom.hw.threshold.compare_register`` without a family). ``register_threshold_read``
+    registers the fused thresholds as they leave their block RAM when a vector takes two
+    cycles or more (``SF >= 2``: the thresholds' address then holds for two cycles, so the
+    register costs no latency); on the ECP5 it is the block's own output register
+    (qloom.flows.ecp5_outreg). Without it the block's clock-to-out (5.8 ns) began the
+    compare's path into the output queue: LFC-w1a1's layers at 86 MHz.
     """
 
     def __init__(self, *, weights: np.ndarray, w_type: DataType, in_type: DataType,
@@ -139,7 +145,7 @@ class MVU(wiring.Component):
                  register_products: bool | None = None,
                  register_adder_tree: bool | None = None,
                  dsp_primitive: str | None = None, compare_register: bool | None = None,
-                 weight_bank_depth: int | None = None):
+                 weight_bank_depth: int | None = None, register_threshold_read: bool = False):
         if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.integer):
             raise TypeError(f"Weights must be an integer numpy array, not {weights!r}")
         if weights.ndim != 2 or weights.size == 0:
@@ -197,6 +203,7 @@ class MVU(wiring.Component):
         self._threshold, self._ram_style = threshold, ram_style
         self._threshold_ram_style, self._buffer_ram_style = threshold_ram_style, buffer_ram_style
         self._bank_depth = weight_bank_depth
+        self._register_threshold_read = register_threshold_read
         self._acc_lo, self._acc_hi = _acc_range(self._weights, in_type)
         self._acc_type = smallest_type(self._acc_lo, self._acc_hi)
         mults = pe * simd if self._datapath is Datapath.MAC else 0
@@ -668,7 +675,11 @@ class MVU(wiring.Component):
         m.d.comb += [port.addr.eq(fold), port.en.eq(1)]
         held = [Signal.like(total, name=f"held{p}") for p, total in enumerate(sums)]
         held_valid = Signal()
-        rows = layout(port.data)
+        read = port.data
+        if (self._register_threshold_read and self.synapse_folds >= 2
+                and self._threshold_ram_style is RamStyle.BLOCK):
+            read = read_register(m, port.data, 1, "thresholds_read")
+        rows = layout(read)
         m.d.sync += [held_valid.eq(done)]
         m.d.sync += [reg.eq(total) for reg, total in zip(held, sums)]
         metas = [rows[p].meta if table.meta_layout is not None else None

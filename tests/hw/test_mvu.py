@@ -94,6 +94,18 @@ CASES = {
     "mac-banked-fused": (10, 8, 2, 4, INT4, UINT4, (3, INT2),
                          {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4,
                           "register_operands": True, "dsp_budget": 0}),
+    # Fused thresholds read from block RAM into a register (ECP5: the block's own), free
+    # of latency when a vector takes two cycles or more (SF 3 and 2), and at SF 1 (not
+    # registered: the address changes every cycle).
+    "xnor-fused-threshold-read": (8, 12, 2, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
+                                  {"threshold_ram_style": RamStyle.BLOCK,
+                                   "register_threshold_read": True}),
+    "mac-fused-threshold-read": (6, 8, 3, 4, INT4, UINT4, (3, INT2),
+                                 {"threshold_ram_style": RamStyle.BLOCK, "dsp_budget": 0,
+                                  "register_threshold_read": True}),
+    "xnor-fused-threshold-read-sf1": (6, 4, 2, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
+                                      {"threshold_ram_style": RamStyle.BLOCK,
+                                       "register_threshold_read": True}),
     # Six banks: chosen in two steps (a group register between).
     "xnor-banked-groups": (12, 8, 2, 2, BIPOLAR, BIPOLAR, (1, BIPOLAR),
                            {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),
@@ -309,3 +321,12 @@ GOOD = dict(weights=np.ones((6, 6), dtype=np.int64), w_type=INT4, in_type=INT4, 
 def test_mvu_validation(changes, error, match):
     with pytest.raises(error, match=match):
         MVU(**{**GOOD, **changes})
+
+
+@pytest.mark.parametrize("case,registered", [("xnor-fused-threshold-read", True),
+                                             ("mac-fused-threshold-read", True),
+                                             ("xnor-fused-threshold-read-sf1", False),
+                                             ("xnor-fused-bipolar", False)])
+def test_threshold_read_register_only_where_it_is_free(case, registered):
+    dut, *_ = build_case(case)
+    assert ("thresholds_read" in rtlil.convert(dut)) == registered

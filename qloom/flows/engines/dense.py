@@ -219,6 +219,8 @@ def mvu_registers(options: BuildOptions, multipliers: bool,
     from ...hw.mvu import MVU, operand_register
     registers = pipeline_options(MVU, options)
     registers["register_operands"] &= operand_register(multipliers, options.family)
+    # In the block RAM's own output register (free) on the ECP5 only.
+    registers["register_threshold_read"] &= options.family is Family.ECP5
     if threshold is not None:
         registers["compare_register"] = threshold_compare_register(threshold, options)
     return registers
