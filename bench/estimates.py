@@ -104,7 +104,7 @@ def _synth_hierarchy(rtl, family: str, work: Path) -> dict:
         reads.append(f"read_verilog {path.name}")
     command = synth.synth_command(family, "qloom_top") + " -noflatten"
     (work / "top.ys").write_text("\n".join(
-        [*reads, command, "tee -q -o top.stat.json stat -json", ""]))
+        [*reads, synth.KEEP_COPIES, command, "tee -q -o top.stat.json stat -json", ""]))
     synth.run_yosys(work / "top.ys", work, work / "yosys.log", quiet=True)
     return json.loads((work / "top.stat.json").read_text())
 

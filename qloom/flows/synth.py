@@ -188,6 +188,15 @@ def nextpnr_device_args(family: str, device: str, package: str, speed: str | int
 SYNTH_OPTS = ""
 RETRY_OPTS = "-dff"
 
+# Registers whose wires have the "keep" attribute are copies meant to stay apart (one per
+# group of the lanes they steer: qloom.hw.mvu's accumulator controls, qloom.hw.skid's
+# flags). Yosys keeps such wires but merges the identical flip-flops driving them
+# (opt_merge compares a flip-flop's inputs and initial value only): CNV-w1a1's 22
+# accumulator control copies of one layer were one register steering 640 flip-flops,
+# 15.3 ns of routing (63.3 MHz at 110). A flip-flop cell that has "keep" itself is not
+# merged, so the cells driving such wires get it, after `proc` has made them cells.
+KEEP_COPIES = "proc; setattr -set keep 1 a:keep %ci1 t:$dff t:$adff %u %i"
+
 
 # nextpnr-ecp5's router1 was still routing the jet tagger (133 DSP blocks) after 20 minutes
 # with its blocks where nextpnr's legaliser put them; router2 finished it in 2. With the
@@ -413,7 +422,7 @@ def synthesize(design, *, family: str, device: str | None = None, package: str |
     else:
         raise TypeError(f"Design must be an Amaranth Elaboratable or a list of Verilog "
                         f"file paths, not {design!r}")
-    keep = [f"setattr -mod -set keep_hierarchy 1 {module}"] if module else []
+    keep = [KEEP_COPIES] + ([f"setattr -mod -set keep_hierarchy 1 {module}"] if module else [])
     script = build / f"{top}.ys"
     script.write_text("\n".join([
         *reads, *keep, synth_command(family, top, dsp),

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -136,6 +136,34 @@ def test_all_failed_synthesis_raises_the_first_error(tmp_path, monkeypatch):
     monkeypatch.setattr(synth, "run_tool", fails)
     with pytest.raises(ToolError, match=r"failed on top\.ys"):
         synthesize(Accumulator(), family="ecp5", build_dir=tmp_path)
+
+
+class Copies(wiring.Component):
+    """One flag copied into ``n`` registers marked "keep", each steering its own sum."""
+
+    def __init__(self, n):
+        self.n = n
+        super().__init__({"i": In(stream.Signature(8)), "o": Out(stream.Signature(8 * n))})
+
+    def elaborate(self, platform):
+        m = Module()
+        flag = Signal()
+        m.d.sync += flag.eq(self.i.valid)
+        for k in range(self.n):
+            copy = Signal(name=f"copy{k}", attrs={"keep": 1})
+            acc = Signal(8, name=f"acc{k}")
+            m.d.sync += [copy.eq(flag), acc.eq(acc + Mux(copy, self.i.payload, k))]
+            m.d.comb += self.o.payload[8 * k:8 * k + 8].eq(acc)
+        m.d.comb += [self.o.valid.eq(1), self.i.ready.eq(1)]
+        return m
+
+
+@pytest.mark.parametrize("family", ["ice40", "ecp5"])
+def test_register_copies_stay_apart(tmp_path, family):
+    """Registers copied for placement (wires marked "keep") are not merged into one: Yosys
+    merged CNV-w1a1's 22 accumulator control copies, one register steered 640."""
+    r = synthesize(Copies(4), family=family, build_dir=tmp_path)
+    assert r.ff == 1 + 4 + 4 * 8
 
 
 def test_router_choice():
