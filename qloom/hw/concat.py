@@ -12,6 +12,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType
+from .estimate import Features
 from .types import shape_of
 
 __all__ = ["ChannelConcat"]
@@ -38,7 +39,7 @@ class ChannelConcat(wiring.Component):
                     out_type.min <= dtype.min and dtype.max <= out_type.max)):
                 raise ValueError(f"{name} {dtype} does not fit out_type {out_type}")
         self._a_words, self._b_words = a_channels // lanes, b_channels // lanes
-        self._lanes = lanes
+        self._lanes, self._out_type = lanes, out_type
         super().__init__({
             "i_a": In(stream.Signature(data.ArrayLayout(shape_of(a_type), lanes))),
             "i_b": In(stream.Signature(data.ArrayLayout(shape_of(b_type), lanes))),
@@ -48,6 +49,17 @@ class ChannelConcat(wiring.Component):
     @property
     def words_per_pixel(self) -> int:
         return self._a_words + self._b_words
+
+    def estimate(self, family) -> Features:
+        """Resources (:class:`qloom.hw.estimate.Features`): the output word's select and
+        register per lane, the word counter and flags."""
+        bits = self._out_type.bits
+        f = Features("concat")
+        f.add("lut", "lanes", self._lanes * bits)
+        f.add("ff", "lanes", self._lanes * bits)
+        f.add("lut", "control", 10)
+        f.add("ff", "control", 8)
+        return f
 
     def elaborate(self, platform):
         m = Module()

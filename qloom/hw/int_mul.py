@@ -10,6 +10,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
+from .estimate import Features
 from .types import shape_of
 
 __all__ = ["ConstMul"]
@@ -43,6 +44,18 @@ class ConstMul(wiring.Component):
     @property
     def factor(self) -> int:
         return self._factor
+
+    def estimate(self, family) -> Features:
+        """Resources (:class:`qloom.hw.estimate.Features`): per lane an adder of the output
+        width for each set bit of ``factor`` beyond the first, and the output register."""
+        bits = self._out_type.bits
+        adders = bin(self._factor).count("1") - 1
+        f = Features("const_mul")
+        f.add("lut", "adders", self._lanes * bits * adders)
+        f.add("ff", "lanes", self._lanes * bits)
+        f.add("lut", "control", 4)
+        f.add("ff", "control", 2)
+        return f
 
     def _times(self, value):
         terms = [value << bit for bit in range(self._factor.bit_length())

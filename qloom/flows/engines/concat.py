@@ -7,7 +7,6 @@ import math
 
 from ...nn.dtypes import DataType
 from ...nn.ir import Concat
-from ..cost import Resources
 from .base import BuildOptions, Fold, LaneEngine, pixels, refused_as_unsupported
 
 __all__ = ["ConcatEngine"]
@@ -41,10 +40,10 @@ class ConcatEngine(LaneEngine):
         # differ in latency by up to a frame (as a residual's skip path).
         return self.pixels * max(self.widths)
 
-    def resources(self, fold, options, dsps=0):
-        bits = self.out_type.bits
-        units = len(self.widths) - 1
-        return Resources(lut=units * (fold.pe * bits + 10), ff=units * (fold.pe * bits + 8))
+    def features(self, fold, options, dsps=0):
+        from ...hw.avgpool import unelaborated
+        return [(node.name[len(self.name):], unelaborated(node.component).estimate(
+            options.family)) for node in self.nodes(fold, options)]
 
     @property
     def in_bits(self) -> int:

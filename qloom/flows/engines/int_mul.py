@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...nn.dtypes import DataType
 from ...nn.ir import IntMul
-from ..cost import Resources
 from .base import LaneEngine, pixels
 
 __all__ = ["IntMulEngine"]
@@ -30,11 +29,9 @@ class IntMulEngine(LaneEngine):
     def cycles(self, fold):
         return self.elements // fold.pe
 
-    def resources(self, fold, options, dsps=0):
+    def features(self, fold, options, dsps=0):
         from ...hw.avgpool import unelaborated
-        out_bits = unelaborated(self._unit(1)).out_type.bits
-        adders = bin(self.layer.factor).count("1") - 1
-        return Resources(lut=fold.pe * out_bits * adders + 4, ff=fold.pe * out_bits + 2)
+        return [("", unelaborated(self._unit(fold.pe)).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:
