@@ -166,9 +166,9 @@ class Link(wiring.Component):
             m.d.sync += idle.eq(idle + 1)
         with m.If(idle[w]):
             m.d.sync += late.eq(1)
-        with m.If(judge):
+        with m.If(judge):     # a byte came: the idle time starts again
             m.d.sync += [lo.eq(0), tick.eq(0), idle.eq(start), late.eq(0)]
-        with m.If(judge):
+        with m.If(judge):     # and the byte is judged
             m.d.sync += [b_sync.eq(b == REQUEST_SYNC),
                          b_len_lo.eq(b == (fin.frame_bytes & 0xFF)),
                          b_len_ok.eq(len_lo_ok & (b == (fin.frame_bytes >> 8))),
