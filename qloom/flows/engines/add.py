@@ -38,8 +38,7 @@ class AddEngine(LaneEngine):
         return ElementwiseAdd(a_type=self.a_type, b_type=self.b_type, lanes=lanes)
 
     def features(self, fold, options, dsps=0):
-        from ...hw.avgpool import unelaborated
-        return [("", unelaborated(self.unit(fold.pe)).estimate(options.family))]
+        return [("", self._asked(fold.pe).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:

@@ -41,10 +41,6 @@ class AvgPoolEngine(LaneEngine):
                         kernel=tuple(layer.kernel), stride=tuple(layer.stride),
                         pads=tuple(layer.pads), dtype=self.dtype, lanes=lanes)
 
-    def _asked(self, lanes: int):
-        from ...hw.avgpool import unelaborated
-        return unelaborated(self.unit(lanes))
-
     def cycles(self, fold):
         return self._asked(fold.pe).cycles_per_frame
 

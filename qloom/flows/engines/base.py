@@ -100,6 +100,12 @@ class Engine(abc.ABC):
             total += calibrated(features, options.family)
         return total
 
+    def _asked(self, lanes: int):
+        """The engine's template for ``lanes`` lanes (its ``unit``), built only to answer
+        the planner (cycles, types, estimate), never elaborated."""
+        from ...hw.avgpool import unelaborated
+        return unelaborated(self.unit(lanes))
+
     @abc.abstractmethod
     def nodes(self, fold: Fold, options: BuildOptions, dsps: int = 0) -> list:
         """Hardware nodes (``qloom.hw.top.Node``) implementing the engine."""

@@ -51,11 +51,6 @@ class DepthwiseEngine(Engine):
     def folds(self):
         return [Fold(pe) for pe in divisors(self.channels)]
 
-    def _asked(self, lanes: int):
-        """The template built only to answer the planner (never elaborated)."""
-        from ...hw.avgpool import unelaborated
-        return unelaborated(self.unit(lanes))
-
     def window(self, lanes: int):
         """The sliding window for ``lanes`` lanes, in channel-word-major order."""
         from ...hw.swg import SlidingWindow, WindowOrder

@@ -28,10 +28,6 @@ class PoolEngine(LaneEngine):
                         kernel=self.layer.kernel, stride=self.layer.stride,
                         dtype=self.dtype, lanes=lanes)
 
-    def _asked(self, lanes: int):
-        from ...hw.avgpool import unelaborated
-        return unelaborated(self.unit(lanes))
-
     def cycles(self, fold):
         return self._asked(fold.pe).cycles_per_frame
 
