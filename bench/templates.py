@@ -88,15 +88,13 @@ def _requant(family, channels, lanes, in_bits, out_bits):
     """The requantizer with its offset table where the template's rule puts it (the
     jet tagger's first one at 64 channels, 1 lane: block RAM on the iCE40)."""
     from qloom.hw.estimate import Family
-    from qloom.hw.requant import Requantizer, table_in_block_ram
+    from qloom.hw.requant import Requantizer
     from qloom.nn.ir import Rounding
     in_type = int_type(in_bits)
     bias = _rng(channels).integers(-(1 << (in_bits - 2)), 1 << (in_bits - 2), size=channels)
-    block = table_in_block_ram(channels=channels, lanes=lanes, in_bits=in_bits,
-                               family=Family(family))
     return Requantizer(bias=bias, shift=in_bits - out_bits - 2, rounding=Rounding.HALF_EVEN,
                        lo=0, hi=(1 << out_bits) - 1, in_type=in_type,
-                       out_type=uint_type(out_bits), lanes=lanes, block_table=block)
+                       out_type=uint_type(out_bits), lanes=lanes, block_table=Family(family))
 
 
 def _systolic(family, rows, cols, k, n, dsp_budget=None):

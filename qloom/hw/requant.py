@@ -28,19 +28,12 @@ from .weight_mem import RamStyle, pack_words, read_register, rom
 __all__ = ["Requantizer", "table_in_block_ram"]
 
 
-def offset_bits(in_bits: int) -> int:
-    """The width the planner assumes for an offset table entry (the sum's width and a
-    sign bit; the unit's own is from its bias, at most this for biases within the input's
-    range)."""
-    return in_bits + 2
-
-
-def table_in_block_ram(*, channels: int, lanes: int, in_bits: int, family: Family) -> bool:
-    """Whether the requantizer's offset table (``channels/lanes`` words of ``lanes``
-    offsets) belongs in block RAM: the general read-only memory rule of
+def table_in_block_ram(*, channels: int, lanes: int, width: int, family: Family) -> bool:
+    """Whether a requantizer's offset table (``channels/lanes`` words of ``lanes``
+    ``width``-bit offsets) belongs in block RAM: the general read-only memory rule of
     :func:`qloom.hw.estimate.use_block_ram`. On a UP5K the jet tagger's 64 x 26-bit table
     in LUTs was the critical path (a 4-level LUT mux, 50.19 MHz at 50.25)."""
-    return use_block_ram(channels // lanes, lanes * offset_bits(in_bits), family)
+    return use_block_ram(channels // lanes, lanes * width, family)
 
 
 class Requantizer(wiring.Component):
@@ -50,7 +43,8 @@ class Requantizer(wiring.Component):
     latency = 4
 
     def __init__(self, *, bias, shift: int, rounding: Rounding, lo: int, hi: int,
-                 in_type: DataType, out_type: DataType, lanes: int, block_table: bool = False):
+                 in_type: DataType, out_type: DataType, lanes: int,
+                 block_table: bool | Family = False):
         if not isinstance(in_type, DataType) or not isinstance(out_type, DataType):
             raise TypeError(f"Datatypes must be qloom DataTypes, not {in_type!r} and "
                             f"{out_type!r}")
@@ -73,9 +67,12 @@ class Requantizer(wiring.Component):
         self._bias = bias.astype(np.int64)
         self._shift, self._rounding, self._lo, self._hi = shift, rounding, lo, hi
         self._in_type, self._out_type, self._lanes = in_type, out_type, lanes
-        self._block_table = bool(block_table)
         self._sum_type = smallest_type(in_type.min + int(self._bias.min()),
                                        in_type.max + int(self._bias.max()))
+        if isinstance(block_table, Family):
+            block_table = table_in_block_ram(channels=bias.size, lanes=lanes,
+                                             width=self.width, family=block_table)
+        self._block_table = bool(block_table)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), lanes))),
             "o": Out(stream.Signature(data.ArrayLayout(shape_of(out_type), lanes))),
@@ -92,6 +89,34 @@ class Requantizer(wiring.Component):
     @property
     def out_type(self) -> DataType:
         return self._out_type
+
+    @property
+    def width(self) -> int:
+        """Bits of an offset and of the sum it is added into (the sum's type and a bit for
+        the rounding's carry)."""
+        return self._sum_type.bits + 1
+
+    @property
+    def block_table(self) -> bool:
+        return self._block_table
+
+    def estimate(self, family: Family) -> Features:
+        """The resources (:class:`qloom.hw.estimate.Features`). Per lane: the offset adder,
+        the rounding increment, the clamp, the offset table over the channel folds (in LUTs
+        or block RAM) and the registers between them."""
+        bits, lanes, out_bits = self.width, self._lanes, self._out_type.bits
+        f = Features("requant")
+        folds = self.channels // lanes
+        table = memory_cost(folds, lanes * bits, family, block=self._block_table)
+        f.add("lut", "lanes", lanes * (3 * bits + out_bits))
+        f.add("ff", "lanes", lanes * (4 * bits + 1 + out_bits))
+        # The looked-up offsets (a read register beside a block, its data register
+        # otherwise).
+        f.add("ff", "lookahead", lanes * bits)
+        f.add_memory("table", table, bits=folds * lanes * bits)
+        f.add("lut", "control", 10)
+        f.add("ff", "control", 8 + 2 * self._block_table)
+        return f
 
     def _round(self, y):
         """``(q, up)`` with ``round(y / 2**shift) = q + up`` for a signed value ``y``, in
@@ -167,7 +192,7 @@ class Requantizer(wiring.Component):
         advance = Signal()
         m.d.comb += advance.eq(~self.o.valid | self.o.ready)
 
-        width = self._sum_type.bits + 1
+        width = self.width
         lookup = self._block_lookup if self._block_table else self._logic_lookup
         offsets = lookup(m, folds, width, advance)
         payload = Signal.like(self.o.payload, reset_less=True)
@@ -191,24 +216,3 @@ class Requantizer(wiring.Component):
                                                        Mux(r > self._hi, self._hi, r)),
                                           payload[p]))
         return m
-
-
-def estimate(*, channels: int, lanes: int, in_bits: int, out_bits: int,
-             family: Family) -> Features:
-    """The requantizer's resources (:class:`qloom.hw.estimate.Features`). Per lane: the
-    offset adder, the rounding increment, the clamp, the offset table over the channel
-    folds (in LUTs or block RAM, :func:`table_in_block_ram`) and the registers between
-    them."""
-    bits = offset_bits(in_bits)
-    f = Features("requant")
-    folds = channels // lanes
-    block = table_in_block_ram(channels=channels, lanes=lanes, in_bits=in_bits, family=family)
-    table = memory_cost(folds, lanes * bits, family, block=block)
-    f.add("lut", "lanes", lanes * (3 * bits + out_bits))
-    f.add("ff", "lanes", lanes * (4 * bits + 1 + out_bits))
-    # The looked-up offsets (a read register beside a block, its data register otherwise).
-    f.add("ff", "lookahead", lanes * bits)
-    f.add_memory("table", table, bits=folds * lanes * bits)
-    f.add("lut", "control", 10)
-    f.add("ff", "control", 8 + 2 * block)
-    return f

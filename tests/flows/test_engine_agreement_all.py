@@ -156,9 +156,9 @@ def test_requant_engine_and_its_template_agree(in_type):
             # One word per cycle (``Requantizer``: four stages behind one stall).
             assert engine.cycles(fold) == pixels * unit.channels // unit.lanes
             parts = _parts(engine, fold, options, nodes)
-            assert parts[""] == requant.estimate(
-                channels=unit.channels, lanes=unit.lanes, in_bits=_lane_bits(unit.i),
-                out_bits=unit.out_type.bits, family=family)
+            assert parts[""] == unit.estimate(family)
+            assert unit.block_table == requant.table_in_block_ram(
+                channels=unit.channels, lanes=unit.lanes, width=unit.width, family=family)
             assert (engine.in_bits, engine.out_bits) == (_lane_bits(unit.i), _lane_bits(unit.o))
 
 

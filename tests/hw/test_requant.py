@@ -68,13 +68,19 @@ def test_requant_validation(kwargs, error, message):
 
 def test_requant_table_in_block_ram_by_the_memory_rule():
     """The jet tagger's first requantizer (64 channels, INT24 sums, one lane): its 64 x 26
-    table in LUTs was the iCEBreaker's critical path; the rule puts it in block RAM there,
-    and the estimate counts the blocks instead of the LUTs."""
+    table in LUTs was the iCEBreaker's critical path; given the family, the unit puts it
+    in block RAM there by the memory rule, and its estimate counts the blocks instead of
+    the LUTs. The table's width is the unit's own (its sums' type and a bit)."""
     from qloom.hw.estimate import Family
-    from qloom.hw.requant import estimate, table_in_block_ram
-    assert table_in_block_ram(channels=64, lanes=1, in_bits=24, family=Family.ICE40)
-    assert not table_in_block_ram(channels=8, lanes=1, in_bits=24, family=Family.ICE40)
-    block = estimate(channels=64, lanes=1, in_bits=24, out_bits=6, family=Family.ICE40)
-    logic = estimate(channels=8, lanes=1, in_bits=24, out_bits=6, family=Family.ICE40)
+
+    def unit(channels):
+        bias = np.resize([1 << 23, -(1 << 23)], channels)     # sums need INT25
+        return Requantizer(bias=bias, shift=18, rounding=Rounding.HALF_EVEN, lo=0, hi=63,
+                           in_type=int_type(24), out_type=uint_type(6), lanes=1,
+                           block_table=Family.ICE40)
+    block, logic = unit(64), unit(8)
+    assert block.width == logic.width == 26
+    assert block.block_table and not logic.block_table
+    block, logic = block.estimate(Family.ICE40), logic.estimate(Family.ICE40)
     assert (block.bram, logic.bram) == (2, 0)     # 26 bits: two 256 x 16 SB_RAM40_4K
     assert block.lut["table_lut"] == 0 and logic.lut["table_lut"] > 0

@@ -19,8 +19,9 @@ class RequantEngine(ChannelEngine):
         with refused_as_unsupported(layer.name):    # e.g. a bipolar input
             unelaborated(self.unit(1))
 
-    def unit(self, lanes: int, block_table: bool = False):
-        """The template for ``lanes`` lanes, its offset table in block RAM or not."""
+    def unit(self, lanes: int, block_table=False):
+        """The template for ``lanes`` lanes, its offset table in block RAM or not (or, given
+        a family, where the template's rule puts it there)."""
         from ...hw.requant import Requantizer
         layer = self.layer
         return Requantizer(bias=layer.bias, shift=layer.shift, rounding=layer.rounding,
@@ -28,11 +29,7 @@ class RequantEngine(ChannelEngine):
                            out_type=layer.out_type, lanes=lanes, block_table=block_table)
 
     def features(self, fold, options, dsps=0):
-        from ...hw import requant
-        return [("", requant.estimate(channels=self.layer.channels, lanes=fold.pe,
-                                      in_bits=self.layer.in_type.bits,
-                                      out_bits=self.layer.out_type.bits,
-                                      family=options.family))]
+        return [("", self.unit(fold.pe, options.family).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:
@@ -43,9 +40,5 @@ class RequantEngine(ChannelEngine):
         return self.layer.out_type.bits
 
     def nodes(self, fold, options, dsps=0):
-        from ...hw.requant import table_in_block_ram
         from ...hw.top import Node
-        layer = self.layer
-        block = table_in_block_ram(channels=layer.channels, lanes=fold.pe,
-                                   in_bits=layer.in_type.bits, family=options.family)
-        return [Node(self.name, self.unit(fold.pe, block), self.inputs, self.output)]
+        return [Node(self.name, self.unit(fold.pe, options.family), self.inputs, self.output)]
