@@ -31,7 +31,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import MultiThreshold
-from .estimate import Features
+from .estimate import Family, Features, memory_cost, use_block_ram
 from .mvu_datapath import TREE_LEVELS, tree_sum
 from .types import shape_of
 from .weight_mem import RamStyle, pack_layout, pack_words, read_register, rom
@@ -145,43 +145,6 @@ def mode_for(thresholds: int) -> ThresholdMode:
     return ThresholdMode.BINARY_SEARCH if thresholds >= SEARCH_FROM else ThresholdMode.PARALLEL
 
 
-def estimate(*, channels: int, thresholds: int, lanes: int, in_bits: int, out_bits: int,
-             mode: ThresholdMode, family) -> Features:
-    """The thresholding unit's resources (:class:`qloom.hw.estimate.Features`), both
-    modes taking one word per cycle (the binary search is pipelined)."""
-    from .estimate import adder_tree_luts, comparator_luts, memory_cost
-    f = Features("threshold")
-    folds = channels // lanes
-    if mode is ThresholdMode.BINARY_SEARCH:
-        # Stage s keeps, per lane, a memory of 2**s thresholds per channel fold.
-        steps = thresholds.bit_length()
-        f.add("lut", "search", lanes * steps * (comparator_luts(in_bits) + steps))
-        # Per stage and lane: the word and count bits held once more than the read data
-        # is registered (``search_read_registers``).
-        reads = search_read_registers(family)
-        f.add("ff", "search", lanes * steps * ((1 + reads) * (in_bits + steps)
-                                               + reads * in_bits))
-        f.add("ff", "found", lanes * steps + 1)
-        f.add("lut", "control", 30)
-        f.add("ff", "control", 10)
-        # From stage 1 on the thresholds are read in pairs, chosen by a mux after the read.
-        f.add("lut", "pairs", lanes * (steps - 1) * in_bits)
-        for s in range(steps):
-            for _ in range(lanes):
-                f.add_memory("stages", memory_cost(folds * 2 ** max(0, s - 1),
-                                                   in_bits * (2 if s else 1), family))
-        return f
-    f.add("lut", "compare", lanes * (thresholds * comparator_luts(in_bits)
-                                     + adder_tree_luts(thresholds, 1)))
-    f.add("ff", "lanes", lanes * (in_bits + out_bits))
-    if compare_register(thresholds, family):
-        f.add("ff", "crossed", lanes * thresholds)
-    f.add("lut", "control", 20)
-    f.add("ff", "control", 10)
-    f.add_memory("thresholds", memory_cost(folds, lanes * thresholds * in_bits, family))
-    return f
-
-
 class ThresholdTable:
     """A spec's constants laid out for ``pe`` lanes, for inputs carried as *codes* ``q`` in
     ``[lo, hi]`` standing for the values ``scale * q + offset`` (``scale`` 1 or 2: plain
@@ -232,10 +195,20 @@ class ThresholdTable:
                                       **({"meta": self._meta(c)} if self.meta_layout else {})})
         return rom(layout, pack_layout(layout, words), ram_style), layout
 
-    def meta_memory(self) -> tuple:
+    def meta_memory(self, ram_style: RamStyle = RamStyle.AUTO) -> tuple:
         """A memory of ``C/PE`` words of per-lane bias/sign (only when not uniform)."""
         layout = data.ArrayLayout(self.meta_layout, self.pe)
-        return rom(layout, pack_layout(layout, self._rows(self._meta))), layout
+        return rom(layout, pack_layout(layout, self._rows(self._meta)), ram_style), layout
+
+    @property
+    def meta_bits(self) -> int:
+        """Bits of a lane's bias/sign in the memories (0 when uniform)."""
+        return 0 if self.meta_layout is None else self.meta_layout.size
+
+    @property
+    def lane_bits(self) -> int:
+        """Bits of a lane's word in the parallel mode's memory."""
+        return self.spec.num_thresholds * self.t_shape.width + self.meta_bits
 
     def compares(self, x, t_row):
         """One bit per threshold of the lane's ``t_row``: whether the code ``x`` reaches it."""
@@ -287,14 +260,16 @@ class Thresholding(wiring.Component):
     out the codes of ``spec.out_type``. One global stall moves the pipeline, so ``i.ready``
     depends combinationally on ``o.ready``. ``latency`` is the number of cycles from a word
     being taken at ``i`` to its result being taken at ``o`` with ``o.ready`` held high.
-    ``ram_style`` places the threshold memories; ``compare_register`` registers the
-    compares before the count (None: ``compare_register``'s rule without a family).
+    ``ram_style`` places the threshold memories, or, given a ``family``, each memory goes
+    where :func:`qloom.hw.estimate.use_block_ram` puts it for that family (block RAM or
+    LUTs: the choice the estimate counts); ``compare_register`` registers the compares
+    before the count (None: ``compare_register``'s rule without a family).
     """
 
     def __init__(self, *, spec: ThresholdSpec, in_type: DataType, pe: int,
                  mode: ThresholdMode = ThresholdMode.PARALLEL,
                  ram_style: RamStyle = RamStyle.AUTO, compare_register: bool | None = None,
-                 read_registers: int = 1):
+                 read_registers: int = 1, family: Family | None = None):
         if not isinstance(spec, ThresholdSpec):
             raise TypeError(f"Threshold spec must be a ThresholdSpec, not {spec!r}")
         if not isinstance(in_type, DataType):
@@ -310,16 +285,24 @@ class Thresholding(wiring.Component):
                             f"{compare_register!r}")
         if read_registers not in (1, 2) or isinstance(read_registers, bool):
             raise TypeError(f"Read registers must be 1 or 2, not {read_registers!r}")
+        if family is not None and not isinstance(family, Family):
+            raise TypeError(f"Family must be a Family or None, not {family!r}")
         if spec.channels % pe:
             raise ValueError(f"Channel count ({spec.channels}) must be divisible by "
                              f"PE ({pe})")
         self._spec, self._in_type, self._pe = spec, in_type, pe
         self._mode, self._ram_style, self._reads = mode, ram_style, read_registers
+        self._family = family
         scale, offset = (2, -1) if in_type.bipolar else (1, 0)
         lo, hi = in_type.encode([in_type.min, in_type.max])
         self._table = ThresholdTable(spec, pe, lo=int(lo), hi=int(hi), scale=scale,
                                      offset=offset, register_compares=compare_register)
         self._stages = max(1, math.ceil(math.log2(spec.num_thresholds + 1)))
+        # The binary search's thresholds, padded up to 2**L - 1 with one no code reaches.
+        never = self._table.hi + 1
+        self._padded = np.full((spec.channels, 2 ** self._stages - 1), never, dtype=np.int64)
+        self._padded[:, :spec.num_thresholds] = self._table.thresholds
+        self._search_shape = shape_of(smallest_type(self._padded.min(), never))
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), pe))),
             "o": Out(stream.Signature(data.ArrayLayout(shape_of(spec.out_type), pe))),
@@ -357,6 +340,58 @@ class Thresholding(wiring.Component):
             return 2 + self._table.compare_register
         return (1 + self._reads) * self._stages + 2
 
+    def _memories(self) -> list[tuple[str, int, int]]:
+        """Every memory the unit builds: (name, depth, width)."""
+        table, pe, folds = self._table, self._pe, self._table.folds
+        if self._mode is ThresholdMode.PARALLEL:
+            return [("thresholds", folds, pe * table.lane_bits)]
+        width = self._search_shape.width
+        memories = [(f"stage{s}_lane{p}", folds * 2 ** max(0, s - 1), width * (2 if s else 1))
+                    for s in range(self._stages) for p in range(pe)]
+        if table.meta_bits:
+            memories.append(("meta", folds, pe * table.meta_bits))
+        return memories
+
+    def _style(self, depth: int, width: int) -> RamStyle:
+        if self._family is None:
+            return self._ram_style
+        return (RamStyle.BLOCK if use_block_ram(depth, width, self._family)
+                else RamStyle.DISTRIBUTED)
+
+    def estimate(self, family: Family) -> Features:
+        """The resources (:class:`qloom.hw.estimate.Features`), both modes taking one word
+        per cycle (the binary search is pipelined); its memories where the unit puts them
+        (where the family's rule does when the unit was not given a family)."""
+        from .estimate import adder_tree_luts, comparator_luts
+        f = Features("threshold")
+        lanes, in_bits, k = self._pe, shape_of(self._in_type).width, self._spec.num_thresholds
+        for name, depth, width in self._memories():
+            block = None if self._family is None else self._style(depth, width) is RamStyle.BLOCK
+            f.add_memory("stages" if name.startswith("stage") else name,
+                         memory_cost(depth, width, family, block=block))
+        if self._mode is ThresholdMode.BINARY_SEARCH:
+            steps, reads = self._stages, self._reads
+            f.add("lut", "search", lanes * steps * (comparator_luts(in_bits) + steps))
+            # Per stage and lane: the word and count bits held once more than the read
+            # data is registered.
+            f.add("ff", "search", lanes * steps * ((1 + reads) * (in_bits + steps)
+                                                   + reads * in_bits))
+            f.add("ff", "found", lanes * steps + 1)
+            f.add("lut", "control", 30)
+            f.add("ff", "control", 10)
+            # From stage 1 on the thresholds are read in pairs, chosen by a mux after the
+            # read.
+            f.add("lut", "pairs", lanes * (steps - 1) * self._search_shape.width)
+            return f
+        f.add("lut", "compare", lanes * (k * comparator_luts(in_bits)
+                                         + adder_tree_luts(k, 1)))
+        f.add("ff", "lanes", lanes * (in_bits + self._spec.out_type.bits))
+        if self._table.compare_register:
+            f.add("ff", "crossed", lanes * k)
+        f.add("lut", "control", 20)
+        f.add("ff", "control", 10)
+        return f
+
     def elaborate(self, platform):
         m = Module()
         # The whole pipeline moves when the output register is free or being emptied.
@@ -374,7 +409,8 @@ class Thresholding(wiring.Component):
 
     def _elaborate_parallel(self, m, advance, take, fold):
         table = self._table
-        mem, layout = table.parallel_memory(self._ram_style)
+        (_, depth, width), = self._memories()
+        mem, layout = table.parallel_memory(self._style(depth, width))
         m.submodules.thresholds = mem
         port = mem.read_port()
         m.d.comb += [port.addr.eq(fold), port.en.eq(advance)]
@@ -409,10 +445,7 @@ class Thresholding(wiring.Component):
         critical path, 125 MHz). Returns per stage and lane ``(port, thresholds)``, a
         list of one threshold (stage 0) or of the pair."""
         table, pe, stages = self._table, self._pe, self._stages
-        never = table.hi + 1  # pads up to 2**L - 1 thresholds that no code reaches
-        padded = np.full((self.channels, 2 ** stages - 1), never, dtype=np.int64)
-        padded[:, :self._spec.num_thresholds] = table.thresholds
-        t_shape = shape_of(smallest_type(padded.min(), never))
+        padded, t_shape = self._padded, self._search_shape
         width = t_shape.width
         ports = []
         for s in range(stages):
@@ -423,8 +456,8 @@ class Thresholding(wiring.Component):
             for p in range(pe):
                 init = [[padded[j * pe + p, k * span + first] for k in pair]
                         for j in range(table.folds) for pair in ks]
-                mem = rom(unsigned(width * len(ks[0])),
-                          pack_words(init, width), self._ram_style)
+                mem = rom(unsigned(width * len(ks[0])), pack_words(init, width),
+                          self._style(len(init), width * len(ks[0])))
                 m.submodules[f"stage{s}_lane{p}"] = mem
                 port = mem.read_port()
                 m.d.comb += port.en.eq(advance)
@@ -437,7 +470,8 @@ class Thresholding(wiring.Component):
         ports, t_shape = self._search_memories(m, advance)
         m.d.comb += [ports[0][p].addr.eq(fold) for p in range(pe)]
         if table.meta_layout is not None:
-            meta_mem, meta_layout = table.meta_memory()
+            meta_mem, meta_layout = table.meta_memory(
+                self._style(table.folds, pe * table.meta_bits))
             m.submodules.meta = meta_mem
             meta_port = meta_mem.read_port()
             m.d.comb += [meta_port.addr.eq(fold), meta_port.en.eq(advance)]

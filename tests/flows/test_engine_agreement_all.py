@@ -115,10 +115,7 @@ def test_threshold_engine_and_its_template_agree(in_type, levels):
             assert engine.cycles(fold) == \
                 pixels * (unit.channels // unit.pe) * unit.cycles_per_word
             parts = _parts(engine, fold, options, nodes)
-            assert parts[""] == threshold.estimate(
-                channels=unit.channels, thresholds=unit.spec.num_thresholds, lanes=unit.pe,
-                in_bits=_lane_bits(unit.i), out_bits=_lane_bits(unit.o), mode=unit.mode,
-                family=family)
+            assert parts[""] == unit.estimate(family)
             # The registers the estimate counts are the ones the unit has (its latency).
             if unit.mode is threshold.ThresholdMode.PARALLEL:
                 assert ("crossed" in parts[""].ff) == (unit.latency == 3)
@@ -382,7 +379,7 @@ def _depthwise(w_type, in_type, channels=4, size=5, kernel=3, stride=1, pads=Non
 def test_depthwise_engine_and_its_templates_agree(in_type, w_type):
     from qloom.flows.engines.conv import ConvEngine
     from qloom.flows.engines.depthwise import DepthwiseEngine
-    from qloom.hw import swg, threshold
+    from qloom.hw import swg
     from qloom.hw.depthwise import DepthwiseMAC
     conv, in_shape, out_shape = _depthwise(w_type, in_type)
     acc_type = conv.acc_type(in_shape[-1])
@@ -420,10 +417,7 @@ def test_depthwise_engine_and_its_templates_agree(in_type, w_type):
                     simd=window.simd, bits=window.dtype.bits, family=family)
                 if threshold_layer is not None:
                     t = nodes["dw_thr"]
-                    assert parts["_thr"] == threshold.estimate(
-                        channels=t.channels, thresholds=t.spec.num_thresholds, lanes=t.pe,
-                        in_bits=_lane_bits(t.i), out_bits=_lane_bits(t.o), mode=t.mode,
-                        family=family)
+                    assert parts["_thr"] == t.estimate(family)
                     assert _lane_bits(t.i) == _lane_bits(unit.o)
                 assert unit.acc_type == acc_type        # the IR tensor's type
                 assert engine.multipliers(fold) == 0

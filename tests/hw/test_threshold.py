@@ -1,6 +1,7 @@
 # amaranth: UnusedElaboratable=no
 import numpy as np
 import pytest
+from amaranth.hdl import Fragment, Shape
 
 from qloom.hw.estimate import Family
 from qloom.hw.threshold import ThresholdMode, ThresholdSpec, Thresholding, compare_register
@@ -197,3 +198,47 @@ def test_compare_register_rule():
     assert [compare_register(k) for k in (1, 2, 4, 5)] == [False, False, False, True]
     assert [compare_register(k, Family.ECP5) for k in (1, 2, 4, 5)] == [False, True, True, True]
     assert [compare_register(k, Family.ICE40) for k in (1, 2, 4, 5)] == [True, True, True, True]
+
+
+@pytest.mark.parametrize("family", [Family.ICE40, Family.ECP5])
+@pytest.mark.parametrize("mode,count", [(ThresholdMode.BINARY_SEARCH, 255),
+                                        (ThresholdMode.PARALLEL, 3)])
+def test_memories_are_where_the_estimate_counts_them(monkeypatch, family, mode, count):
+    """Given a family, every memory the unit builds is in block RAM or in LUTs by the
+    family's rule, and the estimate counts exactly those blocks (UNSW-NB15's 64-channel,
+    255-threshold layer: Yosys chose block RAM for all 8 stages where the estimate had
+    counted the small ones as LUTs, 42 blocks against 39). The search's thresholds are
+    clipped to the input's range, one bit wider than the input's (INT9: [-256, 256])."""
+    from qloom.hw import threshold
+    from qloom.hw.estimate import bram_count, use_block_ram
+    from qloom.hw.weight_mem import RamStyle
+    built = []
+
+    def rom(shape, init, ram_style=RamStyle.AUTO):
+        built.append((len(init), Shape.cast(shape).width, ram_style))
+        return real_rom(shape, init, ram_style)
+    real_rom = threshold.rom
+    monkeypatch.setattr(threshold, "rom", rom)
+    rng = np.random.default_rng(count)
+    spec = random_spec(rng, 64, count, int_type(9), uint_type(8) if count > 3 else INT4)
+    dut = Thresholding(spec=spec, in_type=int_type(9), pe=1, mode=mode, family=family)
+    Fragment.get(dut, None)
+    styles = {RamStyle.BLOCK: True, RamStyle.DISTRIBUTED: False}
+    assert built and all(styles[style] == use_block_ram(depth, width, family)
+                         for depth, width, style in built)
+    assert dut.estimate(family).bram == sum(bram_count(depth, width, family)
+                                            for depth, width, style in built
+                                            if style is RamStyle.BLOCK)
+    if mode is ThresholdMode.BINARY_SEARCH:
+        assert [w for _, w, _ in built[:2]] == [10, 20]      # stage 0, then pairs
+
+
+def test_search_with_a_family_and_mixed_signs_is_exact():
+    """Memories placed by the family (the bias/sign memory too) give the same results."""
+    rng = np.random.default_rng(7)
+    spec = random_spec(rng, 4, 63, INT8, UINT8)
+    dut = Thresholding(spec=spec, in_type=INT8, pe=2, mode=ThresholdMode.BINARY_SEARCH,
+                       read_registers=2, family=Family.ECP5)
+    x = random_values(INT8, (30, 4), rng)
+    out, _ = rtl_threshold(dut, INT8, x, in_stall=0.3, out_stall=0.3)
+    np.testing.assert_array_equal(out, ref_threshold(spec, INT8, x))

@@ -8,7 +8,7 @@ from ...errors import UnsupportedModelError
 from ...nn.ir import Conv, MultiThreshold
 from .base import Engine, Fold, divisors
 from .dense import (datapath_of, dsp_primitive, memory_styles, mvu_features, mvu_registers,
-                    threshold_compare_register, threshold_spec)
+                    threshold_spec)
 
 __all__ = ["ConvEngine", "pad_code"]
 
@@ -88,7 +88,8 @@ class ConvEngine(Engine):
         return self.conv.in_type.bits * self.conv.w_type.bits
 
     def features(self, fold, options, dsps=0):
-        from ...hw import swg, systolic, threshold
+        from ...hw import swg, systolic
+        from .threshold import thresholding
         conv, family = self.conv, options.family
         window = swg.estimate(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
                               kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
@@ -107,11 +108,8 @@ class ConvEngine(Engine):
                                                            conv.in_type) is not None)
         parts = [("_swg", window), ("", array)]
         if self.threshold is not None:
-            t = self.threshold
-            parts.append(("_thr", threshold.estimate(
-                channels=self.out_c, thresholds=t.num_thresholds, lanes=fold.pe,
-                in_bits=acc_bits, out_bits=t.out_type.bits,
-                mode=threshold.ThresholdMode.PARALLEL, family=family)))
+            unit = thresholding(self.threshold, conv.acc_type(self.in_c), fold.pe, options)
+            parts.append(("_thr", unit.estimate(family)))
         return parts
 
     @property
@@ -154,13 +152,11 @@ class ConvEngine(Engine):
                                        threshold=self.threshold))
         nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
         if self.systolic and spec is not None:
-            from ...hw.threshold import Thresholding
+            from .threshold import thresholding
             acc = f"{self.name}_acc"
             nodes.append(Node(self.name, unit, (windows,), acc))
             nodes.append(Node(f"{self.name}_thr",
-                              Thresholding(spec=spec, in_type=unit.acc_type, pe=fold.pe,
-                                           compare_register=threshold_compare_register(
-                                               self.threshold, options)),
+                              thresholding(self.threshold, unit.acc_type, fold.pe, options),
                               (acc,), self.output))
         else:
             nodes.append(Node(self.name, unit, (windows,), self.output))

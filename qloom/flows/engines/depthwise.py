@@ -73,7 +73,8 @@ class DepthwiseEngine(Engine):
     def features(self, fold, options, dsps=0):
         """The sliding window's, the unit's and the thresholds' estimates, each from its
         template (the thresholds in the parallel mode ``nodes`` builds them in)."""
-        from ...hw import swg, threshold
+        from ...hw import swg
+        from .threshold import thresholding
         conv, family = self.conv, options.family
         unit = self._asked(fold.pe)
         parts = [("_swg", swg.estimate(in_h=self.in_h, in_w=self.in_w,
@@ -82,11 +83,8 @@ class DepthwiseEngine(Engine):
                                        bits=conv.in_type.bits, family=family)),
                  ("", unit.estimate(family))]
         if self.threshold is not None:
-            t = self.threshold
-            parts.append(("_thr", threshold.estimate(
-                channels=self.channels, thresholds=t.num_thresholds, lanes=fold.pe,
-                in_bits=unit.acc_type.bits, out_bits=t.out_type.bits,
-                mode=threshold.ThresholdMode.PARALLEL, family=family)))
+            parts.append(("_thr", thresholding(self.threshold, unit.acc_type, fold.pe,
+                                               options).estimate(family)))
         return parts
 
     @property
@@ -101,7 +99,7 @@ class DepthwiseEngine(Engine):
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.top import Node
-        from .dense import threshold_compare_register, threshold_spec
+        from .dense import threshold_spec
         windows = f"{self.name}_windows"
         swg = self.window(fold.pe)
         unit = self.unit(fold.pe)
@@ -110,12 +108,10 @@ class DepthwiseEngine(Engine):
         if spec is None:
             nodes.append(Node(self.name, unit, (windows,), self.output))
         else:
-            from ...hw.threshold import Thresholding
+            from .threshold import thresholding
             acc = f"{self.name}_acc"
             nodes.append(Node(self.name, unit, (windows,), acc))
             nodes.append(Node(f"{self.name}_thr",
-                              Thresholding(spec=spec, in_type=unit.acc_type, pe=fold.pe,
-                                           compare_register=threshold_compare_register(
-                                               self.threshold, options)),
+                              thresholding(self.threshold, unit.acc_type, fold.pe, options),
                               (acc,), self.output))
         return nodes

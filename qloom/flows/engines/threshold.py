@@ -3,12 +3,24 @@ residual add, a max pool or the input)."""
 
 from __future__ import annotations
 
-from ...hw.threshold import SEARCH_FROM, mode_for, search_read_registers
+from ...hw.threshold import SEARCH_FROM, ThresholdMode, mode_for, search_read_registers
 from ...nn.ir import MultiThreshold
 from .base import ChannelEngine
 from .dense import threshold_compare_register, threshold_spec
 
-__all__ = ["ThresholdEngine", "SEARCH_FROM"]
+__all__ = ["ThresholdEngine", "SEARCH_FROM", "thresholding"]
+
+
+def thresholding(layer: MultiThreshold, in_type, pe: int, options,
+                 mode: ThresholdMode = ThresholdMode.PARALLEL):
+    """The threshold unit of ``layer`` on its own (not fused into a matrix unit) over
+    ``in_type`` codes, ``pe`` lanes, for the build's family: its memories placed by the
+    family's rule, which its estimate counts."""
+    from ...hw.threshold import Thresholding
+    return Thresholding(spec=threshold_spec(layer), in_type=in_type, pe=pe, mode=mode,
+                        compare_register=threshold_compare_register(layer, options),
+                        read_registers=search_read_registers(options.family),
+                        family=options.family)
 
 
 class ThresholdEngine(ChannelEngine):
@@ -21,13 +33,11 @@ class ThresholdEngine(ChannelEngine):
     def mode(self):
         return mode_for(self.layer.num_thresholds)
 
+    def unit(self, fold, options):
+        return thresholding(self.layer, self.layer.in_type, fold.pe, options, self.mode)
+
     def features(self, fold, options, dsps=0):
-        from ...hw import threshold
-        return [("", threshold.estimate(channels=self.layer.channels,
-                                        thresholds=self.layer.num_thresholds, lanes=fold.pe,
-                                        in_bits=self.layer.in_type.bits,
-                                        out_bits=self.layer.out_type.bits, mode=self.mode,
-                                        family=options.family))]
+        return [("", self.unit(fold, options).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:
@@ -38,10 +48,5 @@ class ThresholdEngine(ChannelEngine):
         return self.layer.out_type.bits
 
     def nodes(self, fold, options, dsps=0):
-        from ...hw.threshold import Thresholding
         from ...hw.top import Node
-        unit = Thresholding(spec=threshold_spec(self.layer), in_type=self.layer.in_type,
-                            pe=fold.pe, mode=self.mode,
-                            compare_register=threshold_compare_register(self.layer, options),
-                            read_registers=search_read_registers(options.family))
-        return [Node(self.name, unit, self.inputs, self.output)]
+        return [Node(self.name, self.unit(fold, options), self.inputs, self.output)]
