@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..boards import get_board
 from ..errors import QloomError
-from ..hw.avgpool import unelaborated      # marks hardware built only to be asked about
+from ..hw.estimate import unelaborated      # marks hardware built only to be asked about
 from ..hw.protocol import Status, WireFormat, encode_reply, encode_request
 from ..sim.board_sim import TOP, VirtualBoard, board_sim_verilog, build_board_sim
 from ..sim.runner import _idle_timeout

@@ -22,18 +22,11 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType
 from ..nn.ir import window_sum_type
-from .estimate import Features
+from .estimate import Features, unelaborated
 from .swg import SlidingWindow, WindowOrder
 from .types import shape_of
 
-__all__ = ["AvgPool", "GlobalAvgPool", "unelaborated"]
-
-
-def unelaborated(unit):
-    """``unit``, marked as built only to be asked for its cycles, types and sizes (the
-    planner's question), so Amaranth does not warn that it was never elaborated."""
-    unit._MustUse__silence = True
-    return unit
+__all__ = ["AvgPool", "GlobalAvgPool"]
 
 
 def _positive_int(name, value):

@@ -30,7 +30,7 @@ from . import mem_pack
 __all__ = ["Family", "Resources", "Features", "calibrated", "coefficients", "bram_count",
            "block_bits", "bit_efficiency", "rom_luts", "memory_cost", "ram_cost",
            "use_block_ram", "has_lutram", "auto_ram_cost", "adder_tree_luts", "lut_multiplier_luts",
-           "comparator_luts", "CALIBRATION_FILE"]
+           "comparator_luts", "unelaborated", "CALIBRATION_FILE"]
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 
@@ -253,3 +253,10 @@ def lut_multiplier_luts(a_bits: int, b_bits: int) -> int:
 def comparator_luts(bits: int) -> int:
     """One ``x >= constant-from-memory`` comparison on a carry chain."""
     return bits + 1
+
+
+def unelaborated(unit):
+    """``unit``, marked as built only to be asked for its cycles, types and sizes (the
+    planner's question), so Amaranth does not warn that it was never elaborated."""
+    unit._MustUse__silence = True
+    return unit

@@ -24,7 +24,7 @@ from amaranth.hdl import Shape
 
 from qloom.errors import UnsupportedModelError
 from qloom.flows.engines.base import BuildOptions, Fold
-from qloom.hw.avgpool import unelaborated
+from qloom.hw.estimate import unelaborated
 from qloom.hw.estimate import Family
 from qloom.nn.dtypes import BINARY, BIPOLAR, TERNARY, int_type, smallest_type, uint_type
 from qloom.nn.ir import (Add, AvgPool, Concat, Conv, Dense, IntMul, MaxPool, MultiThreshold,

@@ -103,7 +103,7 @@ class Engine(abc.ABC):
     def _asked(self, lanes: int):
         """The engine's template for ``lanes`` lanes (its ``unit``), built only to answer
         the planner (cycles, types, estimate), never elaborated."""
-        from ...hw.avgpool import unelaborated
+        from ...hw.estimate import unelaborated
         return unelaborated(self.unit(lanes))
 
     @abc.abstractmethod

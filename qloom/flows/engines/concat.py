@@ -21,7 +21,7 @@ class ConcatEngine(LaneEngine):
         self.widths = [shape[-1] for shape in shapes]
         self.channels = math.gcd(*self.widths)       # lanes must divide every input
         self.pixels = pixels(shapes[0])
-        from ...hw.avgpool import unelaborated
+        from ...hw.estimate import unelaborated
         with refused_as_unsupported(layer.name):    # e.g. bipolar and integer inputs
             for node in self.nodes(Fold(1), BuildOptions()):
                 unelaborated(node.component)
@@ -41,7 +41,7 @@ class ConcatEngine(LaneEngine):
         return self.pixels * max(self.widths)
 
     def features(self, fold, options, dsps=0):
-        from ...hw.avgpool import unelaborated
+        from ...hw.estimate import unelaborated
         return [(node.name[len(self.name):], unelaborated(node.component).estimate(
             options.family)) for node in self.nodes(fold, options)]
 

@@ -74,7 +74,7 @@ class ConvEngine(Engine):
     def cycles(self, fold):
         """The slower of the matrix unit and the window, which takes every input word
         (more than it gives when the stride exceeds the kernel)."""
-        from ...hw.avgpool import unelaborated
+        from ...hw.estimate import unelaborated
         if fold.simd not in self._window_cycles:
             self._window_cycles[fold.simd] = \
                 unelaborated(self.window(fold.simd)).cycles_per_frame
@@ -89,6 +89,7 @@ class ConvEngine(Engine):
 
     def features(self, fold, options, dsps=0):
         from ...hw import swg, systolic
+        from ...hw.estimate import unelaborated
         from .threshold import thresholding
         conv, family = self.conv, options.family
         window = swg.estimate(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
@@ -108,7 +109,8 @@ class ConvEngine(Engine):
                                                            conv.in_type) is not None)
         parts = [("_swg", window), ("", array)]
         if self.threshold is not None:
-            unit = thresholding(self.threshold, conv.acc_type(self.in_c), fold.pe, options)
+            unit = unelaborated(thresholding(self.threshold, conv.acc_type(self.in_c), fold.pe,
+                                             options))
             parts.append(("_thr", unit.estimate(family)))
         return parts
 

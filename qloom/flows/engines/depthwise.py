@@ -63,7 +63,7 @@ class DepthwiseEngine(Engine):
     def cycles(self, fold):
         """The slower of the unit and the window, which takes every input word (more than
         it gives when the stride exceeds the kernel)."""
-        from ...hw.avgpool import unelaborated
+        from ...hw.estimate import unelaborated
         if fold.pe not in self._cycles:
             unit = self.out_h * self.out_w * self._asked(fold.pe).cycles_per_pixel()
             self._cycles[fold.pe] = max(
@@ -74,6 +74,7 @@ class DepthwiseEngine(Engine):
         """The sliding window's, the unit's and the thresholds' estimates, each from its
         template (the thresholds in the parallel mode ``nodes`` builds them in)."""
         from ...hw import swg
+        from ...hw.estimate import unelaborated
         from .threshold import thresholding
         conv, family = self.conv, options.family
         unit = self._asked(fold.pe)
@@ -83,8 +84,8 @@ class DepthwiseEngine(Engine):
                                        bits=conv.in_type.bits, family=family)),
                  ("", unit.estimate(family))]
         if self.threshold is not None:
-            parts.append(("_thr", thresholding(self.threshold, unit.acc_type, fold.pe,
-                                               options).estimate(family)))
+            parts.append(("_thr", unelaborated(thresholding(
+                self.threshold, unit.acc_type, fold.pe, options)).estimate(family)))
         return parts
 
     @property

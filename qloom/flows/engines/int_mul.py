@@ -30,7 +30,7 @@ class IntMulEngine(LaneEngine):
         return self.elements // fold.pe
 
     def features(self, fold, options, dsps=0):
-        from ...hw.avgpool import unelaborated
+        from ...hw.estimate import unelaborated
         return [("", unelaborated(self._unit(fold.pe)).estimate(options.family))]
 
     @property

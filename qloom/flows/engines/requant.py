@@ -15,7 +15,7 @@ class RequantEngine(ChannelEngine):
 
     def __init__(self, layer: Requant, pixels: int):
         super().__init__(layer, pixels)
-        from ...hw.avgpool import unelaborated
+        from ...hw.estimate import unelaborated
         with refused_as_unsupported(layer.name):    # e.g. a bipolar input
             unelaborated(self.unit(1))
 
@@ -29,7 +29,8 @@ class RequantEngine(ChannelEngine):
                            out_type=layer.out_type, lanes=lanes, block_table=block_table)
 
     def features(self, fold, options, dsps=0):
-        return [("", self.unit(fold.pe, options.family).estimate(options.family))]
+        from ...hw.estimate import unelaborated
+        return [("", unelaborated(self.unit(fold.pe, options.family)).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:

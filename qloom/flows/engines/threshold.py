@@ -37,7 +37,8 @@ class ThresholdEngine(ChannelEngine):
         return thresholding(self.layer, self.layer.in_type, fold.pe, options, self.mode)
 
     def features(self, fold, options, dsps=0):
-        return [("", self.unit(fold, options).estimate(options.family))]
+        from ...hw.estimate import unelaborated
+        return [("", unelaborated(self.unit(fold, options)).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:
