@@ -302,11 +302,9 @@ class MVU(wiring.Component):
         return tree_levels(self._datapath, bool(self._dsp_primitive))
 
     def _weight_words(self):
-        nf, sf, pe, simd = self.neuron_folds, self.synapse_folds, self._pe, self._simd
         w_shape = shape_of(self._w_type)
-        codes = self._w_type.encode(self._weights)
-        words = codes.reshape(nf, pe, sf, simd).transpose(0, 2, 1, 3).reshape(nf * sf, -1)
-        layout = data.ArrayLayout(data.ArrayLayout(w_shape, simd), pe)
+        words = weight_codes(self._weights, self._w_type, self._pe, self._simd)
+        layout = data.ArrayLayout(data.ArrayLayout(w_shape, self._simd), self._pe)
         return pack_words(words.tolist(), w_shape.width), layout
 
     def _weight_memory(self):
@@ -779,12 +777,44 @@ def tag_copy_registers(pe: int, acc_bits: int, chained: bool) -> int:
     return 0 if pe <= per_copy else (4 if chained else 2) * -(-pe // per_copy)
 
 
+def weight_codes(weights: np.ndarray, w_type: DataType, pe: int, simd: int) -> np.ndarray:
+    """The weight memory's words as the MVU lays them out: word ``n * SF + s`` (neuron
+    fold ``n``, synapse fold ``s``) holds lane ``p``'s ``simd`` weight codes of row
+    ``n * PE + p``, columns ``s * SIMD ...``: an ``[NF * SF, PE * SIMD]`` code array."""
+    mh, mw = weights.shape
+    nf, sf = mh // pe, mw // simd
+    codes = w_type.encode(weights)
+    return codes.reshape(nf, pe, sf, simd).transpose(0, 2, 1, 3).reshape(nf * sf, -1)
+
+
+# A weight memory in logic of at most this many words is estimated by its distinct bit
+# columns (below: counted from the weights).
+FEW_WORDS = 16
+
+
+def weight_columns(weights: np.ndarray, w_type: DataType, pe: int, simd: int) -> int | None:
+    """The distinct bit columns of a shallow weight memory (``FEW_WORDS`` words or fewer),
+    None for a deeper one. In LUTs, a column is a function of the address, and synthesis
+    builds each distinct one once (identical LUTs and the identical registers after them
+    are merged): TFC-w1a1 --fold auto's 784x64 layer at pe 64, simd 196 has 4 words of
+    12,544 bits but at most 16 distinct columns; counted as 12,544 its estimate had 25k
+    flip-flops and 12.5k LUT4s that Yosys did not build."""
+    mh, mw = weights.shape
+    if (mh // pe) * (mw // simd) > FEW_WORDS:
+        return None
+    codes = weight_codes(weights, w_type, pe, simd)
+    width = shape_of(w_type).width
+    bits = (codes[:, :, None] >> np.arange(width)) & 1
+    return int(np.unique(bits.reshape(len(codes), -1), axis=1).shape[1])
+
+
 def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type: DataType,
              acc_bits: int, thresholds: int, out_bits: int, dsps: int, pipeline: bool,
              dsp_blocks: bool, weights_block: bool, thresholds_block: bool,
              buffer_block: bool, family, weights_spram: bool = False,
              threshold_bits: int | None = None,
-             weight_bank_depth: int | None = None) -> Features:
+             weight_bank_depth: int | None = None,
+             weight_columns: int | None = None) -> Features:
     """The MVU's resources as :class:`qloom.hw.estimate.Features`, from the parameters it
     is built from: ``thresholds`` fused thresholds per channel of ``out_bits``-bit
     outputs (0: none), ``dsps`` lanes on DSP blocks (``dsp_blocks``: ECP5 MULT18X18D
@@ -792,9 +822,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     memory goes (the ``*_block`` flags, as ``RamStyle`` places them; ``weights_spram``:
     the weights in SPRAMs, whose address and select muxes are the logic they add;
     ``threshold_bits``: the thresholds' bits per lane, ``threshold_lane_bits``, when the
-    values are known, else ``thresholds * acc_bits``)."""
+    values are known, else ``thresholds * acc_bits``; ``weight_columns``: the distinct
+    bit columns of a shallow weight memory, :func:`weight_columns`)."""
     from .estimate import (adder_tree_luts, comparator_luts, lut_multiplier_luts, memory_cost,
-                           ram_cost)
+                           ram_cost, use_block_ram)
     path = select_datapath(w_type, in_type)
     mac = path is Datapath.MAC
     ib, wb = in_type.bits, w_type.bits
@@ -837,10 +868,17 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                   + in_blocks * (ib + wb) * (DSP_FEED + 1))
             if simd > 1:
                 f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))
+    # A shallow weight memory in logic and the registers after it are as wide as its
+    # distinct columns.
+    depth, weight_bits = (mh // pe) * (mw // simd), pe * simd * wb
+    in_logic = not weights_spram and not (use_block_ram(depth, weight_bits, family)
+                                          if weights_block is None else weights_block)
+    if in_logic and weight_columns is not None:
+        weight_bits = weight_columns
     if pipeline and operand_register(mac, family):
         # The weights and the stream's input word; with later neuron folds also the
         # buffer's (chosen after the register).
-        f.add("ff", "operands", pe * simd * wb + simd * ib * (2 if mh // pe > 1 else 1))
+        f.add("ff", "operands", weight_bits + simd * ib * (2 if mh // pe > 1 else 1))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
           + tag_copy_registers(pe, acc_bits, chained=pipeline))
@@ -857,8 +895,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.spram = spram_blocks(pe * simd * wb)
         f.add("lut", "spram_mux", f.spram * (14 + 3))
     else:
-        f.add_memory("weights", memory_cost((mh // pe) * (mw // simd), pe * simd * wb,
-                                            family, weights_block, bank=weight_bank_depth),
+        f.add_memory("weights", memory_cost(depth, weight_bits, family, weights_block,
+                                            bank=weight_bank_depth),
                      bits=mh * mw * wb)
     # The input vector is buffered for the later neuron folds (only when there are some).
     f.add("ff", "input", simd * ib)

@@ -330,3 +330,19 @@ def test_mvu_validation(changes, error, match):
 def test_threshold_read_register_only_where_it_is_free(case, registered):
     dut, *_ = build_case(case)
     assert ("thresholds_read" in rtlil.convert(dut)) == registered
+
+
+def test_weight_columns_of_a_shallow_memory():
+    """A weight memory of few words in logic is as wide as its distinct bit columns
+    (synthesis merges the identical ones); a deeper one is not counted."""
+    from qloom.hw.mvu import FEW_WORDS, weight_columns
+    from qloom.nn.dtypes import BIPOLAR
+    rng = np.random.default_rng(0)
+    weights = rng.choice([-1, 1], size=(64, 784))
+    # 4 words: at most 2**4 distinct columns of 12,544 bits.
+    assert weight_columns(weights, BIPOLAR, 64, 196) <= 16
+    # One word: a column is a constant 0 or 1.
+    assert weight_columns(weights, BIPOLAR, 64, 784) == 2
+    assert weight_columns(np.ones((4, 4), dtype=np.int64), BIPOLAR, 1, 1) == 1
+    assert weight_columns(weights, BIPOLAR, 1, 784) is None      # 64 words
+    assert FEW_WORDS < 64

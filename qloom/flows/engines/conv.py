@@ -98,8 +98,8 @@ class ConvEngine(Engine):
         acc_bits = conv.acc_type(self.in_c).bits
         if not self.systolic:
             return [("_swg", window),
-                    ("", mvu_features(mh=self.out_c, mw=self.mw, pe=fold.pe, simd=fold.simd,
-                                      w_type=conv.w_type, in_type=conv.in_type,
+                    ("", mvu_features(weights=conv.dense_weights(self.in_c), pe=fold.pe,
+                                      simd=fold.simd, w_type=conv.w_type, in_type=conv.in_type,
                                       acc_bits=acc_bits, threshold=self.threshold,
                                       options=options, dsps=dsps))]
         array = systolic.estimate(mh=self.out_c, mw=self.mw, rows=fold.simd, cols=fold.pe,

@@ -26,17 +26,17 @@ def datapath_of(w_type: DataType, in_type: DataType) -> str:
     return _SUFFIX[select_datapath(w_type, in_type)]
 
 
-def mvu_features(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
+def mvu_features(*, weights, pe: int, simd: int, w_type: DataType,
                  in_type: DataType, acc_bits: int, threshold: MultiThreshold | None,
-                 options: BuildOptions, dsps: int, template=None,
-                 threshold_bits: int | None = None):
-    """The MVU's (or, with ``template``, that template's) estimate features for one
-    folding, with the memory placement and register stages this engine builds it with
-    (``threshold_bits``: the thresholds' bits per lane as built, when known)."""
+                 options: BuildOptions, dsps: int, threshold_bits: int | None = None):
+    """The MVU's estimate features for one folding of ``weights`` (``[MH, MW]``, as the
+    unit gets them), with the memory placement and register stages this engine builds it
+    with (``threshold_bits``: the thresholds' bits per lane as built, when known)."""
     from ...hw import mvu
+    mh, mw = weights.shape
     styles = memory_styles(mh, mw, pe, simd, w_type, in_type, acc_bits, threshold,
                            options.family, options.sprams, threshold_bits)
-    return (template or mvu).estimate(
+    return mvu.estimate(
         mh=mh, mw=mw, pe=pe, simd=simd, w_type=w_type, in_type=in_type, acc_bits=acc_bits,
         thresholds=threshold.num_thresholds if threshold is not None else 0,
         out_bits=threshold.out_type.bits if threshold is not None else 0, dsps=dsps,
@@ -45,7 +45,8 @@ def mvu_features(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType,
         weights_block=styles.weights, thresholds_block=styles.thresholds,
         buffer_block=styles.buffer, family=options.family,
         weights_spram=styles.weights_spram, threshold_bits=threshold_bits,
-        weight_bank_depth=styles.weight_bank_depth)
+        weight_bank_depth=styles.weight_bank_depth,
+        weight_columns=mvu.weight_columns(weights, w_type, pe, simd))
 
 
 class DenseEngine(Engine):
@@ -81,7 +82,7 @@ class DenseEngine(Engine):
         return self.dense.in_type.bits * self.dense.w_type.bits
 
     def features(self, fold, options, dsps=0):
-        return [("", mvu_features(mh=self.dense.mh, mw=self.dense.mw, pe=fold.pe,
+        return [("", mvu_features(weights=self.dense.weights, pe=fold.pe,
                                   simd=fold.simd, w_type=self.dense.w_type,
                                   in_type=self.dense.in_type,
                                   acc_bits=self.dense.acc_type.bits, threshold=self.threshold,
