@@ -47,31 +47,50 @@ def _current_features(row: dict) -> dict | None:
 
 
 def _samples(paths, refresh: bool):
-    """(family, template) -> list of (features, measured) over every measured module;
-    with ``refresh`` the features are recomputed by the current code (rows whose design
-    compiles differently now are left out and named)."""
-    groups, designs = {}, set()
+    """(family, template) -> list of (features, measured) over every measured module, and
+    per design its modules' features with its whole measurement; with ``refresh`` the
+    features are recomputed by the current code (rows whose design compiles differently
+    now are left out and named)."""
+    groups, designs = {}, []
     for path in paths:
         for row in json.loads(Path(path).read_text()):
             current = _current_features(row) if refresh else None
             if refresh and current is None:
                 print(f"stale, left out (re-measure it): {row['design']} ({row['family']})")
                 continue
-            designs.add(f"{row['design']} ({row['family']})")
+            modules = []
             for m in row.get("modules", []):
                 if m["yosys"] is None:
                     continue
                 features = current.get(m["node"], m["features"]) if current else m["features"]
                 key = (row["family"], features["template"])
                 groups.setdefault(key, []).append((features, m["yosys"]))
-    return groups, sorted(designs)
+                modules.append(features)
+            designs.append({"name": f"{row['design']} ({row['family']})",
+                            "family": row["family"], "modules": modules,
+                            "yosys": row["yosys"]})
+    return groups, designs
 
 
-def fit(samples, kind: str, prior: float) -> dict:
+def _total(modules, kind, families=None, family=None) -> float:
+    """A design's estimate from its modules' features, with the coefficients fitted for
+    its family (``families``; None: uncalibrated)."""
+    total = 0.0
+    for features in modules:
+        coef = ((families or {}).get(family, {}).get(features["template"], {})
+                .get(kind, {}))
+        total += sum(coef.get(n, 1.0) * v for n, v in features[kind].items())
+    return total
+
+
+def fit(samples, kind: str, prior: float, power: float) -> dict:
+    """Coefficients minimizing the squared errors of the modules' estimates, each error
+    divided by the module's measured size to the ``power`` (1: relative errors, every
+    module alike; 0: absolute, the big ones decide)."""
     names = sorted({n for f, _ in samples for n in f[kind]})
     rows, targets = [], []
     for features, measured in samples:
-        scale = max(1.0, float(measured[kind]))
+        scale = max(1.0, float(measured[kind])) ** power
         rows.append([features[kind].get(n, 0.0) / scale for n in names])
         targets.append(measured[kind] / scale)
     a = np.array(rows + list(np.sqrt(prior) * np.eye(len(names))))
@@ -102,6 +121,9 @@ def main(argv=None) -> int:
     p.add_argument("rows", nargs="+", type=Path)
     p.add_argument("--prior", type=float, default=0.05,
                    help="pull of each coefficient towards 1 (default 0.05)")
+    p.add_argument("--power", type=float, default=0.5,
+                   help="each module's error is divided by its size to this power "
+                        "(default 0.5: between relative errors, 1, and absolute, 0)")
     p.add_argument("--write", action="store_true", help="write qloom/hw/calibration.json")
     p.add_argument("--refresh", action="store_true",
                    help="recompute the features with the current code (rows whose design "
@@ -113,15 +135,24 @@ def main(argv=None) -> int:
     print(f"{'family':6} {'template':15} {'n':>3}  {'LUT worst before/after':>24}  "
           f"{'FF worst before/after':>23}")
     for (family, template), samples in sorted(groups.items()):
-        coefs = {kind: fit(samples, kind, args.prior) for kind in ("lut", "ff")}
+        coefs = {kind: fit(samples, kind, args.prior, args.power) for kind in ("lut", "ff")}
         families.setdefault(family, {})[template] = coefs
         cells = "  ".join(f"{100 * _worst(samples, k):>10.1f}% / {100 * _worst(samples, k, coefs[k]):>6.1f}%"
                           for k in ("lut", "ff"))
         print(f"{family:6} {template:15} {len(samples):>3}  {cells}")
+    print(f"\n{'design':44} {'LUT before/after':>18} {'FF before/after':>18}")
+    for design in designs:
+        cells = []
+        for kind in ("lut", "ff"):
+            got = design["yosys"][kind]
+            errors = [100 * (_total(design["modules"], kind, f, design["family"]) - got) / got
+                      for f in (None, families)]
+            cells.append(f"{errors[0]:>+8.1f}% {errors[1]:>+7.1f}%")
+        print(f"{design['name'][:44]:44} " + "  ".join(cells))
     if args.write:
         from qloom.hw.estimate import CALIBRATION_FILE
         CALIBRATION_FILE.write_text(json.dumps({
-            "measured": {**_versions(), "designs": designs,
+            "measured": {**_versions(), "designs": sorted(d["name"] for d in designs),
                          "how": "bench/estimates.py --per-module, bench/calibrate.py"},
             "families": families}, indent=1, sort_keys=True) + "\n")
         print(f"wrote {CALIBRATION_FILE}")

@@ -193,7 +193,7 @@ def step_build(state, cfg):
                                in_lanes=in_lanes, out_lanes=out_lanes,
                                in_words=math.ceil(in_elems / in_lanes),
                                out_words=math.ceil(out_elems / out_lanes),
-                               edge_elements=buffers)
+                               edge_elements=buffers, family=state.options.family)
     return state
 
 

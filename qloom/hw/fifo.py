@@ -10,7 +10,21 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StreamFIFO"]
+from .estimate import Family, auto_ram_cost
+from .weight_mem import read_register
+
+__all__ = ["StreamFIFO", "fifo_registered_read"]
+
+
+def fifo_registered_read(depth: int, width: int, family: Family | None) -> bool:
+    """Whether a ``depth``-word FIFO of ``width`` bits registers its storage's read data
+    once more: on the ECP5 when the storage goes to block RAM (Yosys' rule for a memory
+    without ``ram_style``, ``auto_ram_cost``), whose read data leave 5.83 ns after the
+    clock unless the block's own output register holds them (``qloom.flows.ecp5_outreg``
+    moves this register there). LFC-w1a1 at default folding: FIFO block -> width
+    converter -> skid buffer was its critical path (89.2 MHz at 100)."""
+    return family is Family.ECP5 and depth >= 4 and auto_ram_cost(depth - 1, width,
+                                                                    family).bram > 0
 
 
 class StreamFIFO(wiring.Component):
@@ -26,17 +40,29 @@ class StreamFIFO(wiring.Component):
     on the UP5K that compare drove the enable of every payload register of the skid buffer
     in front (TFC-w1a1 with ``--fold auto``: 21.2 ns, 15.9 of them routing). Here "room"
     and "not empty" are next-state registers, exact, so the capacity is still ``depth``.
+
+    With ``registered_read=True`` (``fifo_registered_read``; depth 4 or more) the memory's
+    read data pass through one more register (no reset, one enable: the one an ECP5
+    block RAM holds itself) before the output register: the two move together when the
+    output is free or being taken, a word leaves two cycles after it is read, and the
+    memory holds two words fewer.
     """
 
-    def __init__(self, *, shape, depth: int):
+    def __init__(self, *, shape, depth: int, registered_read: bool = False):
         try:
             Shape.cast(shape)
         except TypeError as exc:
             raise TypeError(f"Payload shape must be a shape-like object, not {shape!r}") from exc
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
             raise TypeError(f"FIFO depth must be a positive integer, not {depth!r}")
+        if not isinstance(registered_read, bool):
+            raise TypeError(f"Registered read must be a bool, not {registered_read!r}")
+        if registered_read and depth < 4:
+            raise ValueError(f"A FIFO with a registered read needs a depth of 4 or more, not "
+                             f"{depth}")
         self._shape = shape
         self._depth = depth
+        self._registered_read = registered_read
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
 
     @property
@@ -46,6 +72,10 @@ class StreamFIFO(wiring.Component):
     @property
     def depth(self) -> int:
         return self._depth
+
+    @property
+    def registered_read(self) -> bool:
+        return self._registered_read
 
     def elaborate(self, platform):
         m = Module()
@@ -63,29 +93,50 @@ class StreamFIFO(wiring.Component):
             ]
             return m
 
-        stored = self._depth - 1          # words in the memory; its read register holds one
-        m.submodules.storage = storage = Memory(shape=width, depth=stored, init=[])
+        # Words in the memory; its read register holds one, the extra read register one.
+        stored = self._depth - 1 - self._registered_read
+        # The memory is never read where it is written in the same cycle (a word is read
+        # only once the level counts it, written only where none is waiting), so a
+        # collision needs no handling (no_rw_check). Yosys honours that only when it
+        # makes the synchronous read port itself, from an asynchronous one and the
+        # register after it (memory_dff): a synchronous port emitted as such kept its
+        # read-before-write emulation, a mux and registers after an ECP5 block's outputs.
+        m.submodules.storage = storage = Memory(shape=width, depth=stored, init=[],
+                                                attrs={"no_rw_check": 1})
         w_port = storage.write_port()
-        r_port = storage.read_port(domain="sync")
+        r_port = storage.read_port(domain="comb")
+        r_en = Signal()
+        r_data = read_register(m, r_port.data, r_en, "read")
         produce, consume = Signal(range(stored)), Signal(range(stored))
         level = Signal(range(stored + 1))          # words in the memory
         room, filled = Signal(init=1), Signal()   # level < stored, level > 0
         out_valid = Signal()
         write = self.i.valid & room
-        read = filled & (~out_valid | self.o.ready)
+        advance = ~out_valid | self.o.ready
+        read = filled & advance
         m.d.comb += [
             self.i.ready.eq(room),
             w_port.addr.eq(produce), w_port.data.eq(self.i.payload), w_port.en.eq(write),
-            r_port.addr.eq(consume), r_port.en.eq(read),
-            self.o.payload.eq(r_port.data), self.o.valid.eq(out_valid),
+            r_port.addr.eq(consume), self.o.valid.eq(out_valid),
         ]
         with m.If(write):
             m.d.sync += produce.eq(Mux(produce == stored - 1, 0, produce + 1))
         with m.If(read):
-            m.d.sync += [consume.eq(Mux(consume == stored - 1, 0, consume + 1)),
-                         out_valid.eq(1)]
-        with m.Elif(self.o.ready):
-            m.d.sync += out_valid.eq(0)
+            m.d.sync += consume.eq(Mux(consume == stored - 1, 0, consume + 1))
+        if self._registered_read:
+            # Read port, read register and output move together (the port holds its data
+            # while they wait).
+            fetched = Signal()                      # the read port holds a word
+            m.d.comb += [r_en.eq(advance),
+                         self.o.payload.eq(read_register(m, r_data, advance, "data"))]
+            with m.If(advance):
+                m.d.sync += [fetched.eq(read), out_valid.eq(fetched)]
+        else:
+            m.d.comb += [r_en.eq(read), self.o.payload.eq(r_data)]
+            with m.If(read):
+                m.d.sync += out_valid.eq(1)
+            with m.Elif(self.o.ready):
+                m.d.sync += out_valid.eq(0)
         # The flags follow the level one step ahead, from the level before the step.
         with m.If(write & ~read):
             m.d.sync += [level.eq(level + 1), room.eq(level < stored - 1), filled.eq(1)]

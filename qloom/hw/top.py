@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from .dup import Duplicate
 from .estimate import Features
-from .fifo import StreamFIFO
+from .fifo import StreamFIFO, fifo_registered_read
 from .skid import SkidBuffer, skid_cost
 from .spram import SpiSignature, SpramLoader
 from .width import WidthConverter
@@ -60,10 +60,15 @@ def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
         ff, lut = skid_cost(end * bits)
         f.add("ff", "skid", ff)
         f.add("lut", "skid", lut)
+        f.add("lut", "skid_control", 4)    # the flags' logic, whatever the width
     depth = edge_depth(elements, lanes)
-    f.add_memory("fifo", auto_ram_cost(depth - 1, width, family))
+    registered = fifo_registered_read(depth, width, family)
+    f.add_memory("fifo", auto_ram_cost(depth - 1 - registered, width, family))
+    # The output register (and the read register, which an ECP5 block holds itself).
     f.add("ff", "fifo_out", width)
     f.add("lut", "fifo_control", 8)
+    # Its pointers' increments and wraps and the level's step.
+    f.add("lut", "fifo_pointers", 3 * depth.bit_length())
     f.add("ff", "fifo_control", 2 * depth.bit_length())
     lanes_in = src_lanes
     for out in _width_steps(src_lanes, dst_lanes):
@@ -117,16 +122,19 @@ class AcceleratorTop(wiring.Component):
         beyond a skid buffer (a vector a matrix unit takes at once, a residual's skip
         path); every FIFO is at least 3 deep (a buffered FIFO of depth 2 moves at half
         rate).
+    family : the FPGA family (a ``qloom.hw.estimate.Family``) the FIFOs are built for
+        (``fifo_registered_read``); None: for none in particular.
     """
 
     def __init__(self, *, nodes, input: str, output: str, in_lanes: int, out_lanes: int,
-                 in_words: int, out_words: int, edge_elements=None):
+                 in_words: int, out_words: int, edge_elements=None, family=None):
         self.nodes = list(nodes)
         if not self.nodes:
             raise ValueError("an accelerator needs at least one engine")
         self.input, self.output = input, output
         self.in_words, self.out_words = in_words, out_words
         self.edge_elements = dict(edge_elements or {})
+        self.family = family
         consumers = self._consumers()
         if input not in consumers:
             raise ValueError(f"no engine reads the input tensor {input!r}")
@@ -177,7 +185,9 @@ class AcceleratorTop(wiring.Component):
         src = skid(src, src_layout, "skid_in")
 
         def fifo(stream_in, layout, suffix, depth):
-            unit = StreamFIFO(shape=layout, depth=depth)
+            registered = fifo_registered_read(depth, data.Layout.cast(layout).size,
+                                              self.family)
+            unit = StreamFIFO(shape=layout, depth=depth, registered_read=registered)
             m.submodules[f"{name}_{suffix}"] = unit
             wiring.connect(m, stream_in, unit.i)
             return unit.o

@@ -174,3 +174,21 @@ def test_real_netlist(tmp_path):
     assert sorted((name[0], mode) for name, mode in modes.items()) == [
         ("a", ("OUTREG", "NOREG")), ("b", ("NOREG", "NOREG")), ("c", ("OUTREG", "OUTREG"))]
     assert r.critical_path[0]["start"].startswith("dut.b"), r.critical_path
+
+
+@pytest.mark.parametrize("registered", [False, True])
+def test_fifo_registered_read_moves_into_the_block(tmp_path, registered):
+    """An edge FIFO in block RAM (qloom.hw.fifo): with its registered read the block's
+    output register holds the read data (one port), without it the data leave the block
+    unregistered, 5.83 ns after the clock (LFC-w1a1's critical path)."""
+    from amaranth.hdl import unsigned
+
+    from qloom.hw.fifo import StreamFIFO
+    synth.synthesize(StreamFIFO(shape=unsigned(16), depth=1024, registered_read=registered),
+                     family="ecp5", device="LFE5U-85F", package="CABGA381",
+                     build_dir=tmp_path, pnr=False)
+    netlist = tmp_path / "top.json"
+    blocks = [c for m in json.loads(netlist.read_text())["modules"].values()
+              for c in m.get("cells", {}).values() if c["type"] == "DP16KD"]
+    assert len(blocks) == 1
+    assert absorb_output_registers(netlist, tmp_path / "moved.json") == int(registered)

@@ -59,3 +59,30 @@ def test_top_throughput_matches_bottleneck():
     ii = np.median(np.diff(ends[len(ends) // 2:]))
     ideal = state.plan.ideal_ii_cycles
     assert ideal <= ii <= 1.1 * ideal + 1, (ii, ideal)
+
+
+@pytest.mark.parametrize("make", [binary_mlp, conv_net])
+def test_top_with_registered_fifo_reads(make, monkeypatch):
+    """The edges' FIFOs with their registered read (on the ECP5 where their storage is
+    block RAM; here every FIFO of 4 words or more), exact under stalls."""
+    from qloom.hw import top as top_module
+    monkeypatch.setattr(top_module, "fifo_registered_read",
+                        lambda depth, width, family: depth >= 4)
+    net = make()
+    x = random_input(net, 3)
+    got, state, _ = rtl_run(net, x, stall=0.3)
+    np.testing.assert_array_equal(got, net.execute_int(x).reshape(3, -1))
+
+
+def test_edge_estimate_counts_the_registered_read():
+    """A deep ECP5 edge: its FIFO's memory holds two words fewer than its depth, the read
+    register being one (which the block holds)."""
+    from qloom.hw.estimate import Family, auto_ram_cost
+    from qloom.hw.fifo import fifo_registered_read
+    from qloom.hw.top import edge_depth, estimate_edge
+    depth = edge_depth(4096, 8)
+    assert fifo_registered_read(depth, 8 * 4, Family.ECP5)
+    f = estimate_edge(src_lanes=8, dst_lanes=8, bits=4, elements=4096, family=Family.ECP5)
+    assert f.bram == auto_ram_cost(depth - 2, 32, Family.ECP5).bram
+    g = estimate_edge(src_lanes=8, dst_lanes=8, bits=4, elements=4096, family=Family.ICE40)
+    assert g.bram == auto_ram_cost(depth - 1, 32, Family.ICE40).bram

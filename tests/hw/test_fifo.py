@@ -9,13 +9,14 @@ from qloom.hw.fifo import StreamFIFO
 from qloom.sim.pysim import run_stream
 
 
-@pytest.mark.parametrize("depth", [1, 2, 3, 5, 16])
-@pytest.mark.parametrize("stall", [0.0, 0.3])
-def test_fifo_passes_every_word_in_order(depth, stall):
+@pytest.mark.parametrize("depth,registered", [(1, False), (2, False), (3, False), (5, False),
+                                              (16, False), (4, True), (5, True), (16, True)])
+@pytest.mark.parametrize("stall", [0.0, 0.3, 0.7])
+def test_fifo_passes_every_word_in_order(depth, registered, stall):
     rng = random.Random(depth)
     words = [rng.randrange(256) for _ in range(60)]
-    run = run_stream(StreamFIFO(shape=unsigned(8), depth=depth), words, len(words),
-                     in_stall=stall, out_stall=stall, seed=depth)
+    run = run_stream(StreamFIFO(shape=unsigned(8), depth=depth, registered_read=registered),
+                     words, len(words), in_stall=stall, out_stall=stall, seed=depth)
     assert run.outputs == words
 
 
@@ -28,18 +29,22 @@ def test_fifo_array_payload_signed_lanes():
     assert run.outputs == words
 
 
-@pytest.mark.parametrize("depth", [3, 4])
-def test_fifo_full_throughput_and_buffering(depth):
+@pytest.mark.parametrize("depth,registered", [(3, False), (4, False), (4, True)])
+def test_fifo_full_throughput_and_buffering(depth, registered):
     words = list(range(50))
-    run = run_stream(StreamFIFO(shape=unsigned(8), depth=depth), words, len(words))
+    run = run_stream(StreamFIFO(shape=unsigned(8), depth=depth, registered_read=registered),
+                     words, len(words))
     # one word per cycle once the first word is through (3: the edges' _FULL_RATE_DEPTH)
     assert run.out_cycles[-1] - run.out_cycles[0] == len(words) - 1
+    # the registered read adds a cycle to a word's way through an empty FIFO
+    assert run.out_cycles[0] - run.in_cycles[0] == 2 + registered
 
 
-def test_fifo_holds_depth_words_while_output_blocked():
+@pytest.mark.parametrize("depth,registered", [(3, False), (5, True)])
+def test_fifo_holds_depth_words_while_output_blocked(depth, registered):
     # with the sink never ready early on, the FIFO accepts exactly `depth` words
     from amaranth.sim import Simulator
-    dut = StreamFIFO(shape=unsigned(8), depth=3)
+    dut = StreamFIFO(shape=unsigned(8), depth=depth, registered_read=registered)
     taken = []
 
     async def bench(ctx):
@@ -59,7 +64,7 @@ def test_fifo_holds_depth_words_while_output_blocked():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert taken == [0, 1, 2]
+    assert taken == list(range(depth))
 
 
 def test_fifo_rejects_bad_parameters():
@@ -69,3 +74,17 @@ def test_fifo_rejects_bad_parameters():
         StreamFIFO(shape=unsigned(8), depth=2.5)
     with pytest.raises(TypeError, match=r"Payload shape must be a shape-like object, not 'x'"):
         StreamFIFO(shape="x", depth=2)
+    with pytest.raises(ValueError, match=r"registered read needs a depth of 4 or more, not 3"):
+        StreamFIFO(shape=unsigned(8), depth=3, registered_read=True)
+
+
+def test_registered_read_where_the_storage_is_block_ram():
+    """ECP5 only, and only for storage in block RAM (Yosys' rule for FIFO storage)."""
+    from qloom.hw.estimate import Family, auto_ram_cost
+    from qloom.hw.fifo import fifo_registered_read
+    assert auto_ram_cost(1023, 16, Family.ECP5).bram and fifo_registered_read(1024, 16,
+                                                                              Family.ECP5)
+    assert not fifo_registered_read(1024, 16, Family.ICE40)
+    assert not fifo_registered_read(1024, 16, None)
+    assert not auto_ram_cost(15, 16, Family.ECP5).bram
+    assert not fifo_registered_read(16, 16, Family.ECP5)
