@@ -152,9 +152,17 @@ class SlidingWindow(wiring.Component):
         RW = W * CW                          # words per image row
         R = self.buffer_rows
 
-        m.submodules.mem = mem = Memory(shape=self.i.payload.shape(), depth=R * RW, init=[])
+        # The reader never reads a row the writer is writing (it reads completed rows; the
+        # writer writes rows released a cycle before at the earliest), so a read-write
+        # collision needs no handling (no_rw_check). Yosys honours that for a read port it
+        # makes synchronous itself (an asynchronous port and the register after it):
+        # emitted synchronous, the port kept its read-before-write emulation, a mux after
+        # the block RAM that kept the block's own output register from the read (CNV-w1a1:
+        # every line buffer's blocks without it).
+        m.submodules.mem = mem = Memory(shape=self.i.payload.shape(), depth=R * RW, init=[],
+                                        attrs={"no_rw_check": 1})
         wp = mem.write_port()
-        rp = mem.read_port()
+        rp = mem.read_port(domain="comb")
 
         # Row bookkeeping shared by writer and reader (signed: the reader may release rows
         # the writer has not finished yet, e.g. rows a stride skips or the frame's last rows)
@@ -234,11 +242,11 @@ class SlidingWindow(wiring.Component):
             issue.eq(ready_c & advance),
             load.eq(~valid_c | issue),
             rp.addr.eq(addr_c),
-            rp.en.eq(advance),
             self.o.valid.eq(valid2),
         ]
         pad_word = self.o.payload.shape().const([self._pad_code] * self._simd)
-        data2 = read_register(m, rp.data, advance, "data2")
+        data1 = read_register(m, rp.data, advance, "data1")     # the block's read
+        data2 = read_register(m, data1, advance, "data2")
         m.d.comb += self.o.payload.eq(Mux(pad2, pad_word, data2))
         with m.If(advance):
             m.d.sync += [valid1.eq(ready_c), pad1.eq(pad_c),

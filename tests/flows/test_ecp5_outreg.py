@@ -192,3 +192,20 @@ def test_fifo_registered_read_moves_into_the_block(tmp_path, registered):
               for c in m.get("cells", {}).values() if c["type"] == "DP16KD"]
     assert len(blocks) == 1
     assert absorb_output_registers(netlist, tmp_path / "moved.json") == int(registered)
+
+
+def test_line_buffer_read_moves_into_the_block(tmp_path):
+    """A sliding window's line buffer in block RAM: its read register moves into the
+    block (without no_rw_check every CNV-w1a1 line buffer kept NOREG: Yosys' read-before-
+    write emulation put a mux between block and register)."""
+    from qloom.hw.swg import SlidingWindow
+    from qloom.nn.dtypes import int_type
+    swg = SlidingWindow(in_h=8, in_w=32, channels=32, kernel=(3, 3), stride=(1, 1),
+                        pads=(0, 0, 0, 0), dtype=int_type(4), simd=4)
+    synth.synthesize(swg, family="ecp5", device="LFE5U-85F", package="CABGA381",
+                     build_dir=tmp_path, pnr=False)
+    netlist = tmp_path / "top.json"
+    blocks = [c for m in json.loads(netlist.read_text())["modules"].values()
+              for c in m.get("cells", {}).values() if c["type"] in ("DP16KD", "PDPW16KD")]
+    assert blocks
+    assert absorb_output_registers(netlist, tmp_path / "moved.json") == len(blocks)
