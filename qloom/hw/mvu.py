@@ -342,12 +342,22 @@ class MVU(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        nf, sf = self.neuron_folds, self.synapse_folds
         spram = self._ram_style is RamStyle.SPRAM
         # SPRAM weights: nothing is issued before they are loaded.
         loaded = self.load.done if spram else 1
-
         queue, issue, s_fold, s_last, from_stream, w_addr = self._elaborate_issue(m, loaded)
+        w_port, w_layout = self._elaborate_weight_port(m, w_addr, spram)
+        w, x, tag = self._elaborate_operands(m, w_port, w_layout, issue, s_fold, s_last,
+                                             from_stream)
+        blocks = self._elaborate_dsp_feed(m, w, x)
+        terms, tag = self._elaborate_terms(m, w, x, blocks, tag)
+        dots, tag = self._elaborate_adder_tree(m, terms, tag)
+        self._elaborate_accumulate(m, dots, tag, queue)
+        return m
+
+    def _elaborate_weight_port(self, m, w_addr, spram):
+        """The weight memory and its read port, addressed from ``w_addr`` (or its fetch
+        register): ``(port, layout of its data)``."""
         weights, w_layout = self._weight_memory()
         m.submodules.weights = weights
         if spram:
@@ -360,8 +370,12 @@ class MVU(wiring.Component):
             w_fetch = Signal.like(w_addr, name="w_addr_fetch")
             m.d.sync += w_fetch.eq(w_addr)
         m.d.comb += [w_port.addr.eq(w_fetch), w_port.en.eq(1)]
+        return w_port, w_layout
 
-        # Operands: the weight word and the input word (from the stream or the buffer).
+    def _elaborate_operands(self, m, w_port, w_layout, issue, s_fold, s_last, from_stream):
+        """The weight word and the input word (from the stream or the buffer) of each
+        issued step, with the pipeline tag that travels beside them: ``(w, x, tag)``."""
+        nf, sf = self.neuron_folds, self.synapse_folds
         issued = {"valid": issue, "first": s_fold == 0, "last": s_last}
         tag = _Tag({key: Signal(name=f"issue_{key}") for key in issued}, "issue", issued)
         x_reg = Signal.like(self.i.payload, reset_less=True)
@@ -428,15 +442,20 @@ class MVU(wiring.Component):
             m.d.comb += Value.cast(x_sel).eq(Mux(x_from_stream, Value.cast(x),
                                                  Value.cast(x_buffered)))
             x = x_sel
-        # DSP blocks with their own registers take the operands through ``DSP_FEED`` more
-        # registers of their own, which placement spreads along the route to the block (a
-        # design using most of the ECP5-85F's blocks has some of them across the chip:
-        # from the operand register the route alone took 9.75 ns to a block 107 columns
-        # away on the jet tagger, 8.6 ns through one register placed beside its source),
-        # and give the product two cycles later; the other lanes wait in the product stage
-        # and ``DSP_FEED + 1`` more register stages (fed straight from the input buffer's
-        # LUT RAM, the blocks' input registers were the ECP5 critical path: 16.6 ns, 9.2 of
-        # them routing).
+        return w, x, tag
+
+    def _elaborate_dsp_feed(self, m, w, x) -> dict:
+        """The lanes on ECP5 DSP blocks: lane -> the block's product.
+
+        DSP blocks with their own registers take the operands through ``DSP_FEED`` more
+        registers of their own, which placement spreads along the route to the block (a
+        design using most of the ECP5-85F's blocks has some of them across the chip:
+        from the operand register the route alone took 9.75 ns to a block 107 columns
+        away on the jet tagger, 8.6 ns through one register placed beside its source),
+        and give the product two cycles later; the other lanes wait in the product stage
+        and ``DSP_FEED + 1`` more register stages (fed straight from the input buffer's
+        LUT RAM, the blocks' input registers were the ECP5 critical path: 16.6 ns, 9.2 of
+        them routing)."""
         blocks = {}
         if self._dsp_primitive:
             for lane in range(self._dsp_count):
@@ -453,11 +472,16 @@ class MVU(wiring.Component):
                 m.submodules[f"dsp{lane}"] = block
                 m.d.comb += [block.a.eq(a), block.b.eq(b), block.ce.eq(1)]
                 blocks[lane] = block.p
+        return blocks
 
-        # Each lane gives one or more terms of its PE's sum: a lane on a DSP block a
-        # placeholder its product replaces once the other lanes caught up; a registered LUT
-        # multiplier its partial sums of two partial products each (``product_parts``),
-        # added in the adder tree after the register.
+    def _elaborate_terms(self, m, w, x, blocks, tag):
+        """Each PE's terms for the adder tree, through the product register stages:
+        ``(terms per PE, tag)``.
+
+        Each lane gives one or more terms of its PE's sum: a lane on a DSP block a
+        placeholder its product replaces once the other lanes caught up; a registered LUT
+        multiplier its partial sums of two partial products each (``product_parts``),
+        added in the adder tree after the register."""
         terms, placeholders = [[] for _ in range(self._pe)], {}
         xnor = self._datapath is Datapath.XNOR_POPCOUNT
         if xnor:
@@ -498,6 +522,11 @@ class MVU(wiring.Component):
             # the jet tagger's path (8.4 ns from a block 76 columns away): a second register
             # stage here did not help, placement put both beside the tree (8.5 ns).
             terms, tag = self._stage(m, "from_dsp", terms, tag)
+        return terms, tag
+
+    def _elaborate_adder_tree(self, m, terms, tag):
+        """Each PE's terms summed into its dot product, registered every ``tree_levels``
+        adder levels: ``(dots, tag)``."""
         first, rest = self.tree_levels
         group = 1 << first
         for stage in range(self.tree_stages):
@@ -513,8 +542,12 @@ class MVU(wiring.Component):
         if self._register_adder_tree:
             dots, tag = self._stage(m, "dot", [dots], tag)
             dots = dots[0]
+        return dots, tag
 
-        # Accumulate; on a vector fold's last step hand the sum on.
+    def _elaborate_accumulate(self, m, dots, tag, queue):
+        """Accumulate; on a vector fold's last step hand the sum on (through the fused
+        thresholds if any) into the output queue."""
+        xnor = self._datapath is Datapath.XNOR_POPCOUNT
         acc_shape = unsigned(self.mw.bit_length()) if xnor else shape_of(self._acc_type)
         # The sum is handed on from the accumulator register, a cycle after the last
         # step: handed on from the adder, its output queue (or threshold) pulled the
@@ -538,7 +571,6 @@ class MVU(wiring.Component):
         else:
             m.d.comb += queue.w_en.eq(self._elaborate_thresholds(m, done, sums, result))
         m.d.comb += queue.w_data.eq(result)
-        return m
 
     def _elaborate_issue(self, m, loaded):
         """The output queue, its credit and the fold counters: which (neuron fold,
