@@ -10,21 +10,33 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .estimate import Family, auto_ram_cost
-from .weight_mem import read_register
+from .estimate import Family, auto_ram_cost, has_lutram
+from .weight_mem import RamStyle, read_register
 
-__all__ = ["StreamFIFO", "fifo_registered_read"]
+__all__ = ["StreamFIFO", "fifo_storage", "fifo_registered_read"]
+
+
+def fifo_storage(depth: int, width: int, family: Family | None) -> RamStyle:
+    """Where the storage of a ``depth``-word FIFO of ``width`` bits goes on ``family``:
+    block RAM where Yosys' own cost rule would put it (``auto_ram_cost``), else
+    distributed RAM cells (ECP5) or flip-flops; for no family, where Yosys decides. Said
+    explicitly, so that what is built is what the estimate counts: left to Yosys, LFC-w1a1's
+    512 x 2-bit FIFO went to a block where the rule, at a tie, counted 32 RAM cells."""
+    if family is None or depth < 3:
+        return RamStyle.AUTO
+    if auto_ram_cost(depth - 1, width, family).bram:
+        return RamStyle.BLOCK
+    return RamStyle.LUTRAM if has_lutram(family) else RamStyle.DISTRIBUTED
 
 
 def fifo_registered_read(depth: int, width: int, family: Family | None) -> bool:
     """Whether a ``depth``-word FIFO of ``width`` bits registers its storage's read data
-    once more: on the ECP5 when the storage goes to block RAM (Yosys' rule for a memory
-    without ``ram_style``, ``auto_ram_cost``), whose read data leave 5.83 ns after the
-    clock unless the block's own output register holds them (``qloom.flows.ecp5_outreg``
-    moves this register there). LFC-w1a1 at default folding: FIFO block -> width
-    converter -> skid buffer was its critical path (89.2 MHz at 100)."""
-    return family is Family.ECP5 and depth >= 4 and auto_ram_cost(depth - 1, width,
-                                                                    family).bram > 0
+    once more: on the ECP5 when the storage is block RAM, whose read data leave 5.83 ns
+    after the clock unless the block's own output register holds them
+    (``qloom.flows.ecp5_outreg`` moves this register there). LFC-w1a1 at default folding:
+    FIFO block -> width converter -> skid buffer was its critical path (89.2 MHz at 100)."""
+    return (family is Family.ECP5 and depth >= 4
+            and fifo_storage(depth, width, family) is RamStyle.BLOCK)
 
 
 class StreamFIFO(wiring.Component):
@@ -41,14 +53,15 @@ class StreamFIFO(wiring.Component):
     in front (TFC-w1a1 with ``--fold auto``: 21.2 ns, 15.9 of them routing). Here "room"
     and "not empty" are next-state registers, exact, so the capacity is still ``depth``.
 
-    With ``registered_read=True`` (``fifo_registered_read``; depth 4 or more) the memory's
+    ``ram_style`` places the storage (``fifo_storage``). With ``registered_read=True`` (``fifo_registered_read``; depth 4 or more) the memory's
     read data pass through one more register (no reset, one enable: the one an ECP5
     block RAM holds itself) before the output register: the two move together when the
     output is free or being taken, a word leaves two cycles after it is read, and the
     memory holds two words fewer.
     """
 
-    def __init__(self, *, shape, depth: int, registered_read: bool = False):
+    def __init__(self, *, shape, depth: int, registered_read: bool = False,
+                 ram_style: RamStyle = RamStyle.AUTO):
         try:
             Shape.cast(shape)
         except TypeError as exc:
@@ -57,12 +70,16 @@ class StreamFIFO(wiring.Component):
             raise TypeError(f"FIFO depth must be a positive integer, not {depth!r}")
         if not isinstance(registered_read, bool):
             raise TypeError(f"Registered read must be a bool, not {registered_read!r}")
+        if not isinstance(ram_style, RamStyle) or ram_style is RamStyle.SPRAM:
+            raise TypeError(f"FIFO storage style must be a RamStyle other than SPRAM, not "
+                            f"{ram_style!r}")
         if registered_read and depth < 4:
             raise ValueError(f"A FIFO with a registered read needs a depth of 4 or more, not "
                              f"{depth}")
         self._shape = shape
         self._depth = depth
         self._registered_read = registered_read
+        self._ram_style = ram_style
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
 
     @property
@@ -101,8 +118,9 @@ class StreamFIFO(wiring.Component):
         # makes the synchronous read port itself, from an asynchronous one and the
         # register after it (memory_dff): a synchronous port emitted as such kept its
         # read-before-write emulation, a mux and registers after an ECP5 block's outputs.
-        m.submodules.storage = storage = Memory(shape=width, depth=stored, init=[],
-                                                attrs={"no_rw_check": 1})
+        m.submodules.storage = storage = Memory(
+            shape=width, depth=stored, init=[],
+            attrs={**self._ram_style.attrs, "no_rw_check": 1})
         w_port = storage.write_port()
         r_port = storage.read_port(domain="comb")
         r_en = Signal()

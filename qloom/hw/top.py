@@ -21,9 +21,10 @@ from amaranth.lib.wiring import In, Out
 
 from .dup import Duplicate
 from .estimate import Features
-from .fifo import StreamFIFO, fifo_registered_read
+from .fifo import StreamFIFO, fifo_registered_read, fifo_storage
 from .skid import SkidBuffer, skid_cost
 from .spram import SpiSignature, SpramLoader
+from .weight_mem import RamStyle
 from .width import WidthConverter
 
 __all__ = ["Node", "AcceleratorTop", "frame_layout", "edge_depth", "estimate_edge"]
@@ -52,7 +53,7 @@ def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
     (:class:`qloom.hw.estimate.Features`): a skid buffer at each end (two words and a
     mux each), the FIFO on the wider side (its storage, output register and counters)
     and the width converters between."""
-    from .estimate import auto_ram_cost
+    from .estimate import ram_cost
     f = Features("edge")
     lanes = max(src_lanes, dst_lanes)
     width = lanes * bits
@@ -63,7 +64,8 @@ def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
         f.add("lut", "skid_control", 4)    # the flags' logic, whatever the width
     depth = edge_depth(elements, lanes)
     registered = fifo_registered_read(depth, width, family)
-    f.add_memory("fifo", auto_ram_cost(depth - 1 - registered, width, family))
+    block = fifo_storage(depth, width, family) is RamStyle.BLOCK
+    f.add_memory("fifo", ram_cost(depth - 1 - registered, width, family, block=block))
     # The output register (and the read register, which an ECP5 block holds itself).
     f.add("ff", "fifo_out", width)
     f.add("lut", "fifo_control", 8)
@@ -185,9 +187,10 @@ class AcceleratorTop(wiring.Component):
         src = skid(src, src_layout, "skid_in")
 
         def fifo(stream_in, layout, suffix, depth):
-            registered = fifo_registered_read(depth, data.Layout.cast(layout).size,
-                                              self.family)
-            unit = StreamFIFO(shape=layout, depth=depth, registered_read=registered)
+            width = data.Layout.cast(layout).size
+            unit = StreamFIFO(shape=layout, depth=depth,
+                              registered_read=fifo_registered_read(depth, width, self.family),
+                              ram_style=fifo_storage(depth, width, self.family))
             m.submodules[f"{name}_{suffix}"] = unit
             wiring.connect(m, stream_in, unit.i)
             return unit.o
