@@ -53,11 +53,11 @@ class StreamFIFO(wiring.Component):
     in front (TFC-w1a1 with ``--fold auto``: 21.2 ns, 15.9 of them routing). Here "room"
     and "not empty" are next-state registers, exact, so the capacity is still ``depth``.
 
-    ``ram_style`` places the storage (``fifo_storage``). With ``registered_read=True`` (``fifo_registered_read``; depth 4 or more) the memory's
-    read data pass through one more register (no reset, one enable: the one an ECP5
-    block RAM holds itself) before the output register: the two move together when the
-    output is free or being taken, a word leaves two cycles after it is read, and the
-    memory holds two words fewer.
+    ``ram_style`` places the storage (``fifo_storage``). With ``registered_read=True``
+    (``fifo_registered_read``; depth 4 or more) the memory's read data pass through one
+    more register (no reset, one enable: the one an ECP5 block RAM holds itself) before
+    the output register: the two move together when the output is free or being taken, a
+    word leaves two cycles after it is read, and the memory holds two words fewer.
     """
 
     def __init__(self, *, shape, depth: int, registered_read: bool = False,
@@ -142,8 +142,8 @@ class StreamFIFO(wiring.Component):
         with m.If(read):
             m.d.sync += consume.eq(Mux(consume == stored - 1, 0, consume + 1))
         if self._registered_read:
-            # Read port, read register and output move together (the port holds its data
-            # while they wait).
+            # The read register, the one after it and the output move together (each
+            # holds its word while they wait).
             fetched = Signal()                      # the read port holds a word
             m.d.comb += [r_en.eq(advance),
                          self.o.payload.eq(read_register(m, r_data, advance, "data"))]
