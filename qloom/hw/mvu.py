@@ -773,11 +773,7 @@ def threshold_lane_bits(weights, w_type: DataType, in_type: DataType,
                         spec: ThresholdSpec) -> int:
     """Bits per PE lane of the fused thresholds' memory word (thresholds narrowed to
     their codes, and the per-channel bias/sign when not uniform), for ``estimate``."""
-    table = _threshold_table(weights, w_type, in_type, spec, 1)
-    lane = {"t": data.ArrayLayout(table.t_shape, spec.num_thresholds)}
-    if table.meta_layout is not None:
-        lane["meta"] = table.meta_layout
-    return data.StructLayout(lane).size
+    return _threshold_table(weights, w_type, in_type, spec, 1).lane_bits
 
 
 class _Tag(dict):
