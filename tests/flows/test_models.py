@@ -96,3 +96,12 @@ def test_model_backpressure(designs):
 def test_model_bit_exact_verilator_all(designs, name):
     check(designs(name), name, 5000, simulator="verilator")
     check(designs(name), name, 3000, backpressure=0.3, simulator="verilator")
+
+
+def test_a_model_with_gemm_compiles_to_the_same_verilog(tmp_path):
+    """UNSW-NB15's Gemm nodes become MatMul and Add through tensors the lowering names;
+    named with qonnx's random letters, every compile gave different Verilog."""
+    a, b = (qloom.compile(str(MODELS / "unsw_nb15_w2a2.onnx"), tmp_path / k,
+                          board="icebreaker") for k in "ab")
+    assert (a.out_dir / "rtl" / "qloom_top.v").read_bytes() == \
+        (b.out_dir / "rtl" / "qloom_top.v").read_bytes()

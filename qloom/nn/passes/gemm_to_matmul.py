@@ -17,6 +17,17 @@ from .attrs import node_attr
 __all__ = ["GemmToMatMul"]
 
 
+def _new_name(model, base: str) -> str:
+    """A tensor name for ``base`` that the graph does not use yet. Named after the Gemm,
+    not qonnx's ``make_new_valueinfo_name`` (random letters): the same model must compile
+    to the same Verilog (UNSW-NB15's edges were named differently on every compile)."""
+    used = ({t for n in model.graph.node for t in (*n.input, *n.output)}
+            | {t.name for t in model.graph.initializer}
+            | {t.name for t in model.graph.value_info})
+    name, k = base, 1
+    while name in used:
+        name, k = f"{base}{k}", k + 1
+    return name
 
 
 class GemmToMatMul(Transformation):
@@ -36,17 +47,17 @@ class GemmToMatMul(Transformation):
             c = node.input[2] if len(node.input) > 2 and node.input[2] else None
             new = []
             if node_attr(node, "transB", 0):
-                b_t = model.make_new_valueinfo_name()
+                b_t = _new_name(model, f"{node.name}_b_t")
                 new.append(helper.make_node("Transpose", [b], [b_t], perm=[1, 0],
                                             name=f"{node.name}_transpose_b"))
                 b = b_t
             out = node.output[0]
-            y = model.make_new_valueinfo_name() if (alpha != 1.0 or c) else out
+            y = _new_name(model, f"{node.name}_product") if (alpha != 1.0 or c) else out
             new.append(helper.make_node("MatMul", [a, b], [y], name=f"{node.name}_matmul"))
             if alpha != 1.0:
-                k = model.make_new_valueinfo_name()
+                k = _new_name(model, f"{node.name}_alpha_value")
                 model.set_initializer(k, np.asarray(alpha, dtype=np.float32))
-                y_alpha = model.make_new_valueinfo_name() if c else out
+                y_alpha = _new_name(model, f"{node.name}_scaled") if c else out
                 new.append(helper.make_node("Mul", [y, k], [y_alpha], name=f"{node.name}_alpha"))
                 y = y_alpha
             if c:
@@ -55,7 +66,7 @@ class GemmToMatMul(Transformation):
                     if c_const is None:
                         raise UnsupportedModelError(
                             "Gemm with beta != 1 needs a constant C", node.name)
-                    c = model.make_new_valueinfo_name()
+                    c = _new_name(model, f"{node.name}_beta_c")
                     model.set_initializer(c, (np.float32(beta) * c_const).astype(np.float32))
                 new.append(helper.make_node("Add", [y, c], [out], name=f"{node.name}_bias"))
             graph.node.remove(node)
