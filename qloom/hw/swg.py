@@ -310,6 +310,17 @@ def estimate(*, in_h: int, in_w: int, channels: int, kernel: tuple, stride: tupl
     f.add("lut", "control", 60)
     f.add("ff", "control", 50)
     rows = buffer_rows(in_h, kernel, stride, pads)
+    # Logic that grows with the sizes: the window counters' increments and wraps, the
+    # read address (slot * row words + column * pixel words + word), the row bookkeeping.
+    (kh, kw), (sh, sw) = kernel, stride
+    out_h = (in_h + pads[0] + pads[2] - kh) // sh + 1
+    out_w = (in_w + pads[1] + pads[3] - kw) // sw + 1
+    counter_bits = sum(max(1, (n - 1).bit_length())
+                       for n in (out_h, out_w, kh, kw, channels // simd))
+    address_bits = max(1, (rows * in_w * channels // simd - 1).bit_length())
+    f.add("lut", "counters", 2 * counter_bits)
+    f.add("lut", "address", 3 * address_bits)
+    f.add("lut", "rows", 4 * (2 * in_h + rows).bit_length())
     f.add_memory("buffer", auto_ram_cost(rows * in_w * channels // simd, simd * bits, family))
     # The read word twice (the memory's register and the one after it), the candidate's
     # address, row and release count.
