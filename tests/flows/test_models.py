@@ -63,9 +63,11 @@ def check(design, name, frames, **options):
     assert res["frames"] == frames
     assert res["mismatches"] == 0, res["first_mismatch"]
     ideal = design.report["ideal_ii_cycles"]
-    # The mean over the run's second half: a frame ending a cycle late at the window's
-    # start (UNSW-NB15 over 1,500 frames: 511.9993 for 512) is jitter, not speed.
-    assert res["ii_cycles"] >= ideal - 2 / frames, (res["ii_cycles"], ideal)
+    # The mean over the run's second half (frames / 2 intervals): a frame ending a few
+    # cycles late at the window's start is jitter, not speed (UNSW-NB15 over 1,500
+    # frames: 511.9993 for 512; the jet tagger under backpressure over 2,000: 31.998 for
+    # 32, 4 cycles). Up to 4 cycles over the window.
+    assert res["ii_cycles"] >= ideal - 8 / frames, (res["ii_cycles"], ideal)
     if not options.get("backpressure"):
         assert res["ii_cycles"] <= 1.1 * ideal, (res["ii_cycles"], ideal)
     outputs = np.load(design.out_dir / "sim" / "outputs.npy")
