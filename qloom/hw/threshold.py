@@ -31,7 +31,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import MultiThreshold
-from .estimate import Family, Features, memory_cost, use_block_ram
+from .estimate import (Family, Features, adder_tree_luts, comparator_luts, memory_cost,
+                       use_block_ram)
 from .mvu_datapath import TREE_LEVELS, tree_sum
 from .types import shape_of
 from .weight_mem import RamStyle, pack_layout, pack_words, read_register, rom
@@ -126,7 +127,6 @@ def compare_register(thresholds: int, family=None) -> bool:
     iCE40 always (a single compare's carry chain into the matrix unit's output queue, placed
     apart on a UP5K 75% full, was TFC-w1a1 --fold auto's path: 11 levels and 12.7 ns of
     routing, 50.3 MHz)."""
-    from .estimate import Family
     return (thresholds > 1 << TREE_LEVELS or (family is Family.ECP5 and thresholds > 1)
             or family is Family.ICE40)
 
@@ -136,7 +136,6 @@ def search_read_registers(family=None) -> int:
     first moves into the block RAM (qloom.flows.ecp5_outreg) and the second takes the route
     from the block to the compare off the compare's cycle (UNSW-NB15's 255-threshold
     layer: block RAM -> pair select -> compare, 145.7 MHz at 150), one elsewhere."""
-    from .estimate import Family
     return 2 if family is Family.ECP5 else 1
 
 
@@ -362,7 +361,6 @@ class Thresholding(wiring.Component):
         """The resources (:class:`qloom.hw.estimate.Features`), both modes taking one word
         per cycle (the binary search is pipelined); its memories where the unit puts them
         (where the family's rule does when the unit was not given a family)."""
-        from .estimate import adder_tree_luts, comparator_luts
         f = Features("threshold")
         lanes, in_bits, k = self._pe, shape_of(self._in_type).width, self._spec.num_thresholds
         for name, depth, width in self._memories():

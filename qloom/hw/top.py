@@ -20,7 +20,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .dup import Duplicate
-from .estimate import Features
+from .estimate import Features, ram_cost
 from .fifo import StreamFIFO, fifo_registered_read, fifo_storage
 from .skid import SkidBuffer, skid_cost
 from .spram import SpiSignature, SpramLoader
@@ -53,7 +53,6 @@ def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
     (:class:`qloom.hw.estimate.Features`): a skid buffer at each end (two words and a
     mux each), the FIFO on the wider side (its storage, output register and counters)
     and the width converters between."""
-    from .estimate import ram_cost
     f = Features("edge")
     lanes = max(src_lanes, dst_lanes)
     width = lanes * bits
