@@ -1,14 +1,17 @@
 """Fit the cost model's per-template coefficients from measured modules.
 
     python bench/calibrate.py ROWS.json [ROWS.json ...] [--write] [--prior 0.05]
+                              [--power 0.5] [--bounds 0.25 4] [--refresh]
 
 The rows are ``bench/estimates.py --per-module --json`` output: per template instance the
 features its estimate is computed from (``qloom.hw.estimate.Features``) and the Yosys
 figures of its module. For every family and template, the LUT and flip-flop coefficients
-are fitted by non-negative least squares on relative errors (so that small modules count
+are fitted by bounded least squares on relative errors (so that small modules count
 as much as big ones), pulled towards 1 (the structural count) by ``--prior`` so that a
-feature the data hardly constrains keeps its uncalibrated meaning. The table printed
-compares, per template, the worst relative error before and after. ``--write`` stores
+feature the data hardly constrains keeps its uncalibrated meaning. The tables printed
+compare, per template, the worst relative error before and after, and per design its
+error before, fitted, and held out: with the coefficients fitted from every other design,
+which is what a folding or network the fit has not seen can expect. ``--write`` stores
 the coefficients in ``qloom/hw/calibration.json`` with the commit, the tool versions and
 the designs they were measured on.
 """
@@ -23,7 +26,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import lsq_linear
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,47 +49,56 @@ def _current_features(row: dict) -> dict | None:
     return {name: f.to_json() for name, f in node_features(design, row["family"])}
 
 
-def _samples(paths, refresh: bool):
-    """(family, template) -> list of (features, measured) over every measured module, and
-    per design its modules' features with its whole measurement; with ``refresh`` the
-    features are recomputed by the current code (rows whose design compiles differently
-    now are left out and named)."""
-    groups, designs = {}, []
+def _designs(paths, refresh: bool) -> list[dict]:
+    """Every measured design: its name, family, whole measurement and its modules as
+    (features, measured); with ``refresh`` the features are recomputed by the current
+    code (rows whose design compiles differently now are left out and named)."""
+    designs = []
     for path in paths:
         for row in json.loads(Path(path).read_text()):
             current = _current_features(row) if refresh else None
             if refresh and current is None:
                 print(f"stale, left out (re-measure it): {row['design']} ({row['family']})")
                 continue
-            modules = []
-            for m in row.get("modules", []):
-                if m["yosys"] is None:
-                    continue
-                features = current.get(m["node"], m["features"]) if current else m["features"]
-                key = (row["family"], features["template"])
-                groups.setdefault(key, []).append((features, m["yosys"]))
-                modules.append(features)
+            modules = [((current or {}).get(m["node"], m["features"]), m["yosys"])
+                       for m in row.get("modules", []) if m["yosys"] is not None]
             designs.append({"name": f"{row['design']} ({row['family']})",
                             "family": row["family"], "modules": modules,
                             "yosys": row["yosys"]})
-    return groups, designs
+    return designs
+
+
+def _groups(designs, leave_out=None) -> dict:
+    """(family, template) -> list of (features, measured) over the designs' modules, but
+    those of ``leave_out``."""
+    groups = {}
+    for design in designs:
+        if design is leave_out:
+            continue
+        for features, measured in design["modules"]:
+            groups.setdefault((design["family"], features["template"]), []).append(
+                (features, measured))
+    return groups
 
 
 def _total(modules, kind, families=None, family=None) -> float:
     """A design's estimate from its modules' features, with the coefficients fitted for
     its family (``families``; None: uncalibrated)."""
     total = 0.0
-    for features in modules:
+    for features, _ in modules:
         coef = ((families or {}).get(family, {}).get(features["template"], {})
                 .get(kind, {}))
         total += sum(coef.get(n, 1.0) * v for n, v in features[kind].items())
     return total
 
 
-def fit(samples, kind: str, prior: float, power: float) -> dict:
+def fit(samples, kind: str, prior: float, power: float, bounds=(0.0, np.inf)) -> dict:
     """Coefficients minimizing the squared errors of the modules' estimates, each error
     divided by the module's measured size to the ``power`` (1: relative errors, every
-    module alike; 0: absolute, the big ones decide)."""
+    module alike; 0: absolute, the big ones decide), each pulled towards 1 by ``prior``
+    and kept within ``bounds``: a feature counts what the template builds, so a
+    coefficient far from 1 says the data hardly tells it apart from another one (a tree
+    at 0 and its selects at 2.5 fit the designs measured and no other)."""
     names = sorted({n for f, _ in samples for n in f[kind]})
     rows, targets = [], []
     for features, measured in samples:
@@ -95,8 +107,17 @@ def fit(samples, kind: str, prior: float, power: float) -> dict:
         targets.append(measured[kind] / scale)
     a = np.array(rows + list(np.sqrt(prior) * np.eye(len(names))))
     b = np.array(targets + [np.sqrt(prior)] * len(names))
-    coef, _ = nnls(a, b)
+    coef = lsq_linear(a, b, bounds=bounds).x
     return {n: round(float(c), 4) for n, c in zip(names, coef)}
+
+
+def fit_all(designs, prior: float, power: float, bounds, leave_out=None) -> dict:
+    """family -> template -> kind -> coefficients, from every design but ``leave_out``."""
+    families: dict = {}
+    for (family, template), samples in sorted(_groups(designs, leave_out).items()):
+        families.setdefault(family, {})[template] = {
+            kind: fit(samples, kind, prior, power, bounds) for kind in ("lut", "ff")}
+    return families
 
 
 def _worst(samples, kind, coef=None) -> float:
@@ -124,31 +145,40 @@ def main(argv=None) -> int:
     p.add_argument("--power", type=float, default=0.5,
                    help="each module's error is divided by its size to this power "
                         "(default 0.5: between relative errors, 1, and absolute, 0)")
+    p.add_argument("--bounds", type=float, nargs=2, default=(0.25, 4.0), metavar=("LO", "HI"),
+                   help="range of every coefficient (default 0.25 4)")
     p.add_argument("--write", action="store_true", help="write qloom/hw/calibration.json")
     p.add_argument("--refresh", action="store_true",
                    help="recompute the features with the current code (rows whose design "
                         "compiles to different Verilog now are left out)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).parent))
-    groups, designs = _samples(args.rows, args.refresh)
-    families: dict = {}
+    designs = _designs(args.rows, args.refresh)
+    bounds = tuple(args.bounds)
+    families = fit_all(designs, args.prior, args.power, bounds)
     print(f"{'family':6} {'template':15} {'n':>3}  {'LUT worst before/after':>24}  "
           f"{'FF worst before/after':>23}")
-    for (family, template), samples in sorted(groups.items()):
-        coefs = {kind: fit(samples, kind, args.prior, args.power) for kind in ("lut", "ff")}
-        families.setdefault(family, {})[template] = coefs
+    for (family, template), samples in sorted(_groups(designs).items()):
+        coefs = families[family][template]
         cells = "  ".join(f"{100 * _worst(samples, k):>10.1f}% / {100 * _worst(samples, k, coefs[k]):>6.1f}%"
                           for k in ("lut", "ff"))
         print(f"{family:6} {template:15} {len(samples):>3}  {cells}")
-    print(f"\n{'design':44} {'LUT before/after':>18} {'FF before/after':>18}")
+    # Held out: each design's error with the coefficients fitted without it, which is
+    # what a design the calibration has not seen can expect (a folding the fit changes,
+    # a user's network).
+    print(f"\n{'design':44} {'LUT before/fitted/held out':>27} {'FF before/fitted/held out':>27}")
+    worst = {"lut": 0.0, "ff": 0.0}
     for design in designs:
+        held_out = fit_all(designs, args.prior, args.power, bounds, leave_out=design)
         cells = []
         for kind in ("lut", "ff"):
             got = design["yosys"][kind]
             errors = [100 * (_total(design["modules"], kind, f, design["family"]) - got) / got
-                      for f in (None, families)]
-            cells.append(f"{errors[0]:>+8.1f}% {errors[1]:>+7.1f}%")
+                      for f in (None, families, held_out)]
+            worst[kind] = max(worst[kind], abs(errors[2]))
+            cells.append(" ".join(f"{e:>+7.1f}%" for e in errors))
         print(f"{design['name'][:44]:44} " + "  ".join(cells))
+    print(f"worst held-out error: LUT {worst['lut']:.1f}%, FF {worst['ff']:.1f}%")
     if args.write:
         from qloom.hw.estimate import CALIBRATION_FILE
         CALIBRATION_FILE.write_text(json.dumps({

