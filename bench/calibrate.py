@@ -40,13 +40,15 @@ def _current_features(row: dict) -> dict | None:
     design = next((d for d in designs() if d.name == row["design"]), None)
     if design is None or "rtl_sha" not in row:
         return None
+    # The folding measured (a new calibration may make the planner choose another).
+    options = {**design.options, "fold": row["folds"]} if "folds" in row else design.options
     with tempfile.TemporaryDirectory() as tmp:
         compiled = compile_model(design.model, Path(tmp) / "out",
-                                 board=BOARDS[row["family"]], **design.options)
+                                 board=BOARDS[row["family"]], **options)
         rtl = [Path(tmp) / "out" / name for name in compiled.manifest["rtl"]]
         if rtl_digest(rtl) != row["rtl_sha"]:
             return None
-    return {name: f.to_json() for name, f in node_features(design, row["family"])}
+    return {name: f.to_json() for name, f in node_features(design, row["family"], options)}
 
 
 def _designs(paths, refresh: bool) -> list[dict]:

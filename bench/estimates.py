@@ -70,7 +70,10 @@ def measure(design: Design, family: str, work: Path, per_module: bool) -> dict:
     started = time.perf_counter()
     compiled = compile_model(design.model, out, board=BOARDS[family], **design.options)
     rtl = [out / name for name in compiled.manifest["rtl"]]
+    # The folding, so that bench/calibrate.py --refresh rebuilds this design even after a
+    # new calibration makes the planner choose another one.
     row = {"design": design.name, "family": family, "rtl_sha": rtl_digest(rtl),
+           "folds": {r["name"]: r["fold"] for r in compiled.report["layers"]},
            "estimate": {k: compiled.report["resources"][k] for k in KINDS}}
     report = synth.synthesize(rtl, family=family, build_dir=work / "synth",
                               top="qloom_top", progress=False)
@@ -137,13 +140,14 @@ def _synth_modules(rtl, family: str, work: Path) -> dict:
                    if k in KINDS} for name in names}
 
 
-def node_features(design: Design, family: str) -> list[tuple[str, object]]:
-    """Every template instance of the compiled design with the features its estimate is
-    computed from: (Yosys module name under qloom_top, or "@edge" for an edge's modules
-    together, Features)."""
+def node_features(design: Design, family: str, options=None) -> list[tuple[str, object]]:
+    """Every template instance of the compiled design (compiled with ``options``, default
+    the design's own) with the features its estimate is computed from: (Yosys module name
+    under qloom_top, or "@edge" for an edge's modules together, Features)."""
     from qloom.flows.compile import CompileConfig, run_steps
     from qloom.flows.plan import edge_features
-    state = run_steps(design.model, CompileConfig(board=BOARDS[family], **design.options),
+    options = design.options if options is None else options
+    state = run_steps(design.model, CompileConfig(board=BOARDS[family], **options),
                       until="fold")
     plan, options = state.plan, state.options
     nodes = []

@@ -885,15 +885,16 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.dsp = dsps
         if pipeline:
             # The products' register (``product_parts`` partial sums for a LUT
-            # multiplier) and the adder tree's. With ECP5 DSP
-            # blocks (which hold their lanes' product registers) every lane has two
-            # more stages.
+            # multiplier) and the adder tree's. With ECP5 DSP blocks (which hold their
+            # lanes' product registers) every lane has two more stages, and a DSP lane's
+            # operands take DSP_FEED + 1 registers on their way to the block. LUT and
+            # DSP lanes apart: Yosys puts DSP lanes' registers into the blocks where it
+            # can, so the two grow differently.
             in_blocks = dsps if dsp_blocks else 0
-            lut_lanes = pe * simd - dsps
             product_stages = DSP_FEED + 3 if in_blocks else 1
-            f.add("ff", "products", (pe * simd - in_blocks) * (ib + wb) * product_stages
-                  + lut_lanes * (product_parts(ib, wb) - 1) * (ib + wb) * product_stages
-                  + in_blocks * (ib + wb) * (DSP_FEED + 1))
+            f.add("ff", "products", (pe * simd - dsps) * (ib + wb) * product_stages
+                  * product_parts(ib, wb))
+            f.add("ff", "dsp_products", dsps * (ib + wb) * (DSP_FEED + 1 if in_blocks else 1))
             if simd > 1:
                 f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))
     # A shallow weight memory in logic and the registers after it are as wide as its
