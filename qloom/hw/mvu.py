@@ -54,10 +54,11 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..nn.dtypes import DataType, smallest_type
+from ..nn.dtypes import BINARY, DataType, smallest_type
 from .dsp import Ecp5Multiplier, check_dsp_primitive
 from .estimate import Features
-from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sums,
+from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sum_bits,
+                           partial_sums,
                            product_parts, select_datapath, select_product, tree_groups,
                            tree_levels, tree_stages, tree_sum, value_of)
 from .skid import GROUP_BITS
@@ -873,11 +874,22 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add("lut", "xnor", pe * simd)
         f.add("lut", "nibbles", pe * nibbles * 3)
         f.add("lut", "tree", pe * adder_tree_luts(nibbles, 3))
+        if pipeline:
+            # The product register holds the XNORs.
+            f.add("ff", "products", pe * simd)
     elif path is Datapath.ADD_SUB:
-        # A select of the other operand or its negation: as wide as that operand.
-        other = ib if is_select_type(w_type) else wb
+        # A select of the other operand or its negation: as wide as that operand. The
+        # negation is a subtraction of its own (Yosys maps it to a carry chain before LUT
+        # mapping, so it does not merge into the select's LUTs: a ternary weight on a
+        # 2-bit input took 5.5 LUT4s per lane on the iCE40, not 3).
+        select = w_type if is_select_type(w_type) else in_type
+        other = ib if select is w_type else wb
         f.add("lut", "select", pe * simd * (other + 1))
+        if select != BINARY:
+            f.add("lut", "negate", pe * simd * (other + 1))
         f.add("lut", "tree", pe * adder_tree_luts(simd, other + 1))
+        if pipeline:
+            f.add("ff", "products", pe * simd * (other + 1))
     else:
         # A shift-and-add multiplier per lane not on a DSP block.
         f.add("lut", "multiplier", (pe * simd - dsps) * lut_multiplier_luts(ib, wb))
@@ -892,8 +904,9 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
             # can, so the two grow differently.
             in_blocks = dsps if dsp_blocks else 0
             product_stages = DSP_FEED + 3 if in_blocks else 1
-            f.add("ff", "products", (pe * simd - dsps) * (ib + wb) * product_stages
-                  * product_parts(ib, wb))
+            part_bits = partial_sum_bits(shape_of(w_type), shape_of(in_type),
+                                         product_parts(wb, ib))
+            f.add("ff", "products", (pe * simd - dsps) * part_bits * product_stages)
             f.add("ff", "dsp_products", dsps * (ib + wb) * (DSP_FEED + 1 if in_blocks else 1))
             if simd > 1:
                 f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))

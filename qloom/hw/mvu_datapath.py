@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import enum
 
-from amaranth.hdl import Const, Mux, Value
+from amaranth.hdl import Const, Mux, Shape, Signal, Value
 
 from ..nn.dtypes import TERNARY, DataType
 
 __all__ = ["Datapath", "MAX_BITS", "TREE_LEVELS", "tree_groups", "tree_levels", "tree_stages",
            "is_select_type", "select_datapath", "select_product", "multiply", "nibble_counts",
-           "product_parts", "partial_sums", "tree_sum", "value_of"]
+           "product_parts", "partial_sums", "partial_sum_bits", "tree_sum", "value_of"]
 
 MAX_BITS = 32
 
@@ -126,6 +126,15 @@ def product_parts(a_bits: int, b_bits: int) -> int:
     register (with two parts, the adder trees of an 8 x 8 product before the register were
     the critical path: 7 LUT levels, 22.8 ns on the UP5K; 7.2 ns on the ECP5)."""
     return max(1, -(-min(a_bits, b_bits) // 2))
+
+
+def partial_sum_bits(a_shape, b_shape, parts: int) -> int:
+    """The bits of the ``parts`` partial sums ``partial_sums`` gives for operands of these
+    shapes that are not constant (what a LUT multiplier's product register holds: a
+    group's sum is 0 below its first partial product's shift)."""
+    sums = partial_sums(Signal(a_shape), Signal(b_shape), parts)
+    size = -(-min(Shape.cast(a_shape).width, Shape.cast(b_shape).width) // parts)
+    return sum(Value.cast(v).shape().width - k * size for k, v in enumerate(sums))
 
 
 def multiply(a: Value, b: Value, *, dsp: bool) -> Value:

@@ -70,3 +70,19 @@ def test_datapath_names_the_datatypes_it_rejects():
                                          r"inputs UINT40\)"):
         select_datapath(int_type(8), uint_type(40))
     assert select_datapath(int_type(32), int_type(32)) is Datapath.MAC
+
+
+@pytest.mark.parametrize("a_bits,b_bits", [(6, 6), (8, 8), (3, 8), (4, 2)])
+def test_partial_sum_bits_counts_the_registers_of_the_partial_sums(a_bits, b_bits):
+    """One part is the whole sum; with more parts each group's sum loses its constant-zero
+    low bits (below its first partial product's shift) and nothing else."""
+    from amaranth.hdl import Value
+    from qloom.hw.mvu_datapath import partial_sum_bits, partial_sums, product_parts
+    a, b = signed(a_bits), unsigned(b_bits)
+    whole = sum(Value.cast(v).shape().width for v in partial_sums(Signal(a), Signal(b), 1))
+    assert partial_sum_bits(a, b, 1) == whole
+    parts = product_parts(a_bits, b_bits)
+    sums = partial_sums(Signal(a), Signal(b), parts)
+    size = -(-min(a_bits, b_bits) // parts)
+    widths = [Value.cast(v).shape().width for v in sums]
+    assert partial_sum_bits(a, b, parts) == sum(widths) - size * sum(range(len(sums)))
