@@ -162,8 +162,8 @@ def main(argv=None) -> int:
           f"{'FF worst before/after':>23}")
     for (family, template), samples in sorted(_groups(designs).items()):
         coefs = families[family][template]
-        cells = "  ".join(f"{100 * _worst(samples, k):>10.1f}% / {100 * _worst(samples, k, coefs[k]):>6.1f}%"
-                          for k in ("lut", "ff"))
+        cells = "  ".join(f"{100 * _worst(samples, k):>10.1f}% / "
+                          f"{100 * _worst(samples, k, coefs[k]):>6.1f}%" for k in ("lut", "ff"))
         print(f"{family:6} {template:15} {len(samples):>3}  {cells}")
     # Held out: each design's error with the coefficients fitted without it, which is
     # what a design the calibration has not seen can expect (a folding the fit changes,

@@ -8,11 +8,12 @@ estimated LUT4s, flip-flops, DSP blocks and block RAMs of report.json beside Yos
 
 The designs are the calibration set of the cost model: the bundled models at default
 folding, TFC-w1a1 and the jet tagger at their ``--fold auto`` foldings, and a CNV-class
-network at two foldings, each for the iCEBreaker (iCE40UP5K) and the ULX3S-85F (ECP5).
-``--per-module`` also synthesizes every module under the top alone (flattened, as its
-own top) and prints every template instance's estimate beside its own module(s); its ``--json`` rows (the features each estimate is computed from,
-with the Yosys figures) are what ``bench/calibrate.py`` fits the per-template
-coefficients (``qloom/hw/calibration.json``) from.
+network at two foldings, each for the iCEBreaker (iCE40UP5K) and the ULX3S-85F (ECP5; the
+CNV class only there). ``--per-module`` also synthesizes every module under the top alone
+(flattened, as its own top) and prints every template instance's estimate beside its own
+module(s); its ``--json`` rows (the features each estimate is computed from, with the
+Yosys figures, and the folding measured) are what ``bench/calibrate.py`` fits the
+per-template coefficients (``qloom/hw/calibration.json``) from.
 """
 
 from __future__ import annotations

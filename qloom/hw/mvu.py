@@ -58,9 +58,8 @@ from ..nn.dtypes import BINARY, DataType, smallest_type
 from .dsp import Ecp5Multiplier, check_dsp_primitive
 from .estimate import Features
 from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sum_bits,
-                           partial_sums,
-                           product_parts, select_datapath, select_product, tree_groups,
-                           tree_levels, tree_stages, tree_sum, value_of)
+                           partial_sums, product_parts, select_datapath, select_product,
+                           tree_groups, tree_levels, tree_stages, tree_sum, value_of)
 from .skid import GROUP_BITS
 from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blocks,
                     spram_image)
@@ -882,8 +881,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         # negation is a subtraction of its own (Yosys maps it to a carry chain before LUT
         # mapping, so it does not merge into the select's LUTs: a ternary weight on a
         # 2-bit input took 5.5 LUT4s per lane on the iCE40, not 3).
-        select = w_type if is_select_type(w_type) else in_type
-        other = ib if select is w_type else wb
+        select, other = (w_type, ib) if is_select_type(w_type) else (in_type, wb)
         f.add("lut", "select", pe * simd * (other + 1))
         if select != BINARY:
             f.add("lut", "negate", pe * simd * (other + 1))
