@@ -26,7 +26,8 @@ from . import outdir
 from .cost import Family, Resources
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
-from .plan import Plan, fifo_plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file, read_fold_file
+from .plan import (Plan, fifo_plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file,
+                   read_fold_file, slice_edges)
 from .html_report import write_report_html
 from .report import render_report_md
 
@@ -193,7 +194,9 @@ def step_build(state, cfg):
                                in_lanes=in_lanes, out_lanes=out_lanes,
                                in_words=math.ceil(in_elems / in_lanes),
                                out_words=math.ceil(out_elems / out_lanes),
-                               edge_elements=buffers, family=state.options.family)
+                               edge_elements=buffers,
+                               slices=slice_edges(state.engines, plan.folds),
+                               family=state.options.family)
     return state
 
 

@@ -87,6 +87,27 @@ def fifo_plan(engines, folds) -> dict:
     return plan
 
 
+def slice_edges(engines, folds) -> set:
+    """The edges ``(tensor, reader)`` (reader ``"output"``: the accelerator's output) that
+    are one register slice and no FIFO (``qloom.hw.top.AcceleratorTop``): an end buffers
+    for itself (``Engine.buffers_itself``), the reader buffers nothing in front of it
+    and both sides have the same lanes."""
+    producers = {e.output: e for e in engines}
+    read = {t for e in engines for t in e.inputs}
+    edges = set()
+    for e in engines:
+        for t in e.inputs:
+            p = producers.get(t)
+            lanes = p.out_lanes(folds[p.name]) if p else e.in_lanes(folds[e.name])
+            if (e.buffers_itself or (p is not None and p.buffers_itself)) and \
+                    (p is None or e.buffered_elements() == 0) and \
+                    lanes == e.in_lanes(folds[e.name]):
+                edges.add((t, e.name))
+        if e.output not in read and e.buffers_itself:
+            edges.add((e.output, "output"))
+    return edges
+
+
 def edge_features(engines, folds, options) -> dict:
     """The edges' estimate features (``qloom.hw.top.estimate_edge``) charged to the
     engine they feed: every edge between engines, the top-level input's, and the
@@ -94,18 +115,20 @@ def edge_features(engines, folds, options) -> dict:
     parts = {e.name: [] for e in engines}
     producers = {e.output: e for e in engines}
     read = {t for e in engines for t in e.inputs}
+    slices = slice_edges(engines, folds)
     for e in engines:
         for t in e.inputs:
             p = producers.get(t)
             src = p.out_lanes(folds[p.name]) if p else e.in_lanes(folds[e.name])
             parts[e.name].append((f"@{t}_to_{e.name}", estimate_edge(
                 src_lanes=src, dst_lanes=e.in_lanes(folds[e.name]), bits=e.in_bits,
-                elements=e.buffered_elements() if p else 0, family=options.family)))
+                elements=e.buffered_elements() if p else 0, family=options.family,
+                fifo=(t, e.name) not in slices)))
         if e.output not in read and e.out_bits is not None:
             lanes = e.out_lanes(folds[e.name])
             parts[e.name].append((f"@{e.output}_to_out", estimate_edge(
                 src_lanes=lanes, dst_lanes=lanes, bits=e.out_bits, elements=0,
-                family=options.family)))
+                family=options.family, fifo=(e.output, "output") not in slices)))
     return parts
 
 

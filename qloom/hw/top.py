@@ -48,19 +48,21 @@ def _width_steps(a: int, b: int) -> list[int]:
 
 
 def estimate_edge(*, src_lanes: int, dst_lanes: int, bits: int, elements: int,
-                  family) -> Features:
+                  family, fifo: bool = True) -> Features:
     """The resources of one edge as ``AcceleratorTop._edge`` builds it
     (:class:`qloom.hw.estimate.Features`): a skid buffer at each end (two words and a
     mux each), the FIFO on the wider side (its storage, output register and counters)
-    and the width converters between."""
+    and the width converters between; without ``fifo`` one skid buffer."""
     f = Features("edge")
     lanes = max(src_lanes, dst_lanes)
     width = lanes * bits
-    for end in (src_lanes, dst_lanes):
+    for end in (src_lanes, dst_lanes) if fifo else (src_lanes,):
         ff, lut = skid_cost(end * bits)
         f.add("ff", "skid", ff)
         f.add("lut", "skid", lut)
         f.add("lut", "skid_control", 4)    # the flags' logic, whatever the width
+    if not fifo:
+        return f
     depth = edge_depth(elements, lanes)
     registered = fifo_registered_read(depth, width, family)
     block = fifo_storage(depth, width, family) is RamStyle.BLOCK
@@ -123,18 +125,25 @@ class AcceleratorTop(wiring.Component):
         beyond a skid buffer (a vector a matrix unit takes at once, a residual's skip
         path); every FIFO is at least 3 deep (a buffered FIFO of depth 2 moves at half
         rate).
+    slices : edges ``(tensor, reader)`` (reader ``"output"``: the top's output) built as
+        one skid buffer and no FIFO, where an end buffers for itself
+        (``qloom.flows.plan.slice_edges``); they carry no elements and convert no width.
     family : the FPGA family (a ``qloom.hw.estimate.Family``) the FIFOs are built for
         (``fifo_registered_read``); None: for none in particular.
     """
 
     def __init__(self, *, nodes, input: str, output: str, in_lanes: int, out_lanes: int,
-                 in_words: int, out_words: int, edge_elements=None, family=None):
+                 in_words: int, out_words: int, edge_elements=None, slices=(), family=None):
         self.nodes = list(nodes)
         if not self.nodes:
             raise ValueError("an accelerator needs at least one engine")
         self.input, self.output = input, output
         self.in_words, self.out_words = in_words, out_words
         self.edge_elements = dict(edge_elements or {})
+        self.slices = frozenset(slices)
+        buffered = [e for e in self.slices if self.edge_elements.get(e, 0)]
+        if buffered:
+            raise ValueError(f"edges {sorted(buffered)} buffer elements, so they need a FIFO")
         self.family = family
         consumers = self._consumers()
         if input not in consumers:
@@ -167,11 +176,11 @@ class AcceleratorTop(wiring.Component):
                 consumers.setdefault(tensor, []).append((node.name, port))
         return consumers
 
-    def _edge(self, m, name, src, dst_layout, elements):
+    def _edge(self, m, name, src, dst_layout, elements, fifo=True):
         """A FIFO holding at least ``elements`` elements plus width conversion, from stream
         ``src`` to a stream of ``dst_layout``; returns the final stream (an interface to
         connect to the consumer). The FIFO sits on the wider side, so that what it holds
-        reaches the consumer at one word per cycle."""
+        reaches the consumer at one word per cycle. Without ``fifo``: one skid buffer."""
         src_layout = _array(src)
         a, b = src_layout.length, dst_layout.length
 
@@ -181,6 +190,10 @@ class AcceleratorTop(wiring.Component):
             wiring.connect(m, stream_in, unit.i)
             return unit.o
 
+        if not fifo:
+            if a != b:
+                raise ValueError(f"edge {name} converts {a} lanes to {b}, so it needs a FIFO")
+            return skid(src, src_layout, "skid")
         # Skid buffers at both ends cut the producer's and the consumer's combinational
         # ready chains (engines stall globally) off the FIFO's.
         src = skid(src, src_layout, "skid_in")
@@ -252,12 +265,15 @@ class AcceleratorTop(wiring.Component):
                     stream_out = dup.o1
                 taps.append(stream_out)
             for (reader, port), tap in zip(readers, taps):
-                elements = self.edge_elements.get((tensor, reader), 0)
+                key = (tensor, reader)
+                elements = self.edge_elements.get(key, 0)
+                fifo = key not in self.slices
                 if port is None:
                     self._output(m, self._edge(m, f"{tensor}_to_out", tap,
-                                               self.out_layout["data"].shape, elements))
+                                               self.out_layout["data"].shape, elements, fifo))
                 else:
-                    edge = self._edge(m, f"{tensor}_to_{reader}", tap, _array(port), elements)
+                    edge = self._edge(m, f"{tensor}_to_{reader}", tap, _array(port),
+                                      elements, fifo)
                     wiring.connect(m, edge, port)
         return m
 

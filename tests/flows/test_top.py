@@ -86,3 +86,28 @@ def test_edge_estimate_counts_the_registered_read():
     assert f.bram == auto_ram_cost(depth - 2, 32, Family.ECP5).bram
     g = estimate_edge(src_lanes=8, dst_lanes=8, bits=4, elements=4096, family=Family.ICE40)
     assert g.bram == auto_ram_cost(depth - 1, 32, Family.ICE40).bram
+
+
+def test_slice_edges_are_one_skid_buffer():
+    """Edges next to an engine that buffers its own results (the unrolled chain) are one
+    register slice: estimated as one skid buffer, refused where they would have to buffer
+    or convert widths."""
+    from qloom.flows.plan import slice_edges
+    from qloom.hw.estimate import Family, calibrated
+    from qloom.hw.top import AcceleratorTop, estimate_edge
+    state = run_steps(multibit_mlp(), CompileConfig(latency=True), until="build")
+    (chain,) = state.engines
+    assert slice_edges(state.engines, state.plan.folds) == {
+        (state.input, chain.name), (state.output, "output")}
+    one = estimate_edge(src_lanes=8, dst_lanes=8, bits=4, elements=0, family=Family.ECP5,
+                        fifo=False)
+    full = estimate_edge(src_lanes=8, dst_lanes=8, bits=4, elements=0, family=Family.ECP5)
+    one, full = calibrated(one, Family.ECP5), calibrated(full, Family.ECP5)
+    assert one.bram == 0 and 0 < one.ff < full.ff and 0 < one.lut < full.lut
+    top = state.top
+    with pytest.raises(ValueError, match="buffer elements, so they need a FIFO"):
+        AcceleratorTop(nodes=top.nodes, input=top.input, output=top.output,
+                       in_lanes=top.in_layout["data"].shape.length,
+                       out_lanes=top.out_layout["data"].shape.length, in_words=1,
+                       out_words=1, edge_elements={(top.output, "output"): 4},
+                       slices={(top.output, "output")})

@@ -118,6 +118,11 @@ class Engine(abc.ABC):
     def in_bits(self) -> int:
         """Bits of one input element."""
 
+    # Whether the engine takes an input whenever it has room for the result and buffers
+    # its own results, so that it never stalls for its output: an edge with nothing to
+    # buffer from or to it is then one register slice and no FIFO (``plan.slice_edges``).
+    buffers_itself = False
+
     def buffered_elements(self) -> int:
         """Input elements the FIFO in front of this engine must hold beyond a skid
         buffer when its producer is another engine (see ``qloom.flows.compile``)."""
