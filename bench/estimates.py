@@ -117,7 +117,7 @@ def _synth_modules(rtl, family: str, work: Path) -> dict:
     stat_file = {name: f"m{k}.stat.json" for k, name in enumerate(names)}
 
     def script(modules):
-        lines = [*reads, synth.KEEP_COPIES, "design -save read"]
+        lines = [*reads, synth.AFTER_READ, "design -save read"]
         for name in modules:
             lines += ["design -load read", synth.synth_command(family, name),
                       f"tee -q -o {stat_file[name]} stat -json"]

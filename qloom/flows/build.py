@@ -318,7 +318,7 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
     try:
         # Yosys options and commands only for the open flow: Vivado's Tcl has no `stat`.
         options = ({"synth_opts": synth.board_synth_opts(b.family.value),
-                    "script_after_read": synth.KEEP_COPIES,
+                    "script_after_read": synth.AFTER_READ,
                     "script_after_synth": f"tee -q -o {NAME}.stat.json stat -json"}
                    if b.family.open_flow else {})
         plan = platform.prepare(top, name=NAME, **options)

