@@ -175,11 +175,13 @@ class _RequantOp:
         if self.half_even:
             tie = v.as_unsigned()[:self.shift] == 0
             q = q - (tie & q[0])
-        if self.clamp_lo:
-            q = Mux(q < self.lo, self.lo, q)
+        # Both compares read ``q`` (not one the other's result): one level, not two.
+        out = q
         if self.clamp_hi:
-            q = Mux(q > self.hi, self.hi, q)
-        return q
+            out = Mux(q > self.hi, self.hi, out)
+        if self.clamp_lo:
+            out = Mux(q < self.lo, self.lo, out)
+        return out
 
 
 class _ThresholdOp:
