@@ -26,6 +26,7 @@ schedule and the resource estimate; :class:`UnrolledChain` builds exactly that g
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -358,16 +359,28 @@ def _add_luts(g: AdderGraph, node: Node) -> int:
     return chain_luts(node.bits - _passthrough(g, node))
 
 
+# Readers beyond which a value is broadcast: a layer's inputs are read by all their
+# products (the jet tagger's: 13 to 37 nodes per value, every bit), which sit all over the
+# layer; an adder's sum by one or two. On the ECP5 such a net (32 products of the jet
+# tagger's first layer, placed and routed alone) took 13.3 ns of routing to its farthest
+# product. So a broadcast value's readers start in a later stage than it, each group of
+# up to this many reading a register copy of its own, which the placer puts near them.
+BROADCAST_READERS = 8
+
+
 class UnrolledDesign:
     """The adder graph of a chain of layers, its pipeline schedule and its cost.
 
     ``stage[n]``: the pipeline stage computing node ``n`` (inputs: stage 0);
     ``last_use[n]``: the last stage reading it (outputs count as read by stage
     ``stages``, the output register); ``latency``: cycles from an input taken to its result
-    in the output register (one per stage).
+    in the output register (one per stage). ``fanout``: readers beyond which a value is
+    broadcast (see ``BROADCAST_READERS``; None: never); ``taps[(reader, n)] = (k, group)``:
+    the reader of broadcast value ``n`` reads its ``k``-th register in copy ``group``
+    (group 0 is the register chain every other reader reads).
     """
 
-    def __init__(self, layers, levels_per_stage: int):
+    def __init__(self, layers, levels_per_stage: int, fanout: int | None = BROADCAST_READERS):
         layers = list(layers)
         if not layers:
             raise ValueError("An unrolled chain needs at least one layer")
@@ -384,7 +397,10 @@ class UnrolledDesign:
             if k and layer.in_type != layers[k - 1].out_type:
                 raise ValueError(f"Layer {k} takes {layer.in_type} inputs, but layer {k - 1} "
                                  f"gives {layers[k - 1].out_type}")
-        self.layers, self.levels_per_stage = layers, levels_per_stage
+        if fanout is not None and (not isinstance(fanout, int) or isinstance(fanout, bool)
+                                   or fanout < 1):
+            raise TypeError(f"Fanout must be a positive integer or None, not {fanout!r}")
+        self.layers, self.levels_per_stage, self.fanout = layers, levels_per_stage, fanout
         g = self.graph = AdderGraph()
         first = layers[0].in_type
         lo, hi = first.encode([first.min, first.max])
@@ -398,6 +414,13 @@ class UnrolledDesign:
     def _schedule(self):
         g, per = self.graph, self.levels_per_stage
         live = g._needed(self.outputs)
+        readers = {}
+        for n in sorted(live):
+            for t in g.nodes[n].operands:
+                if n not in readers.setdefault(t.node, []):
+                    readers[t.node].append(n)
+        broadcast = {n for n, r in readers.items()
+                     if self.fanout is not None and len(r) > self.fanout}
         end, stage = {}, {}
         for n in sorted(live):
             node = g.nodes[n]
@@ -406,7 +429,8 @@ class UnrolledDesign:
             if node.op == "input":
                 end[n], stage[n] = 0, 0
                 continue
-            start = max((end[t.node] for t in node.operands if t.node in end), default=0)
+            start = max(((stage[t.node] + 1) * per if t.node in broadcast else end[t.node]
+                         for t in node.operands if t.node in end), default=0)
             levels = 1 if node.op == "add" else node.info.levels
             if start // per != (start + levels - 1) // per:
                 start = -(-start // per) * per          # start on the next stage
@@ -423,6 +447,12 @@ class UnrolledDesign:
             if t.node in last:
                 last[t.node] = self.stages
         self.last_use = last
+        self.taps = {(r, n): (stage[r] - stage[n], k // self.fanout)
+                     for n in broadcast if n in stage for k, r in enumerate(readers[n])}
+
+    def copy_registers(self) -> set:
+        """The register copies beyond each broadcast value's own chain: ``(n, k, group)``."""
+        return {(n, k, group) for (_, n), (k, group) in self.taps.items() if group}
 
     @property
     def latency(self) -> int:
@@ -454,7 +484,8 @@ class UnrolledDesign:
         return {"adders": len(adders), "externs": len(externs),
                 "adder_luts": sum(_add_luts(g, g.nodes[n]) for n in adders),
                 "extern_luts": sum(g.nodes[n].info.luts for n in externs),
-                "register_bits": sum(self.registers(n) * g.nodes[n].bits for n in self.stage),
+                "register_bits": sum(self.registers(n) * g.nodes[n].bits for n in self.stage)
+                + sum(g.nodes[n].bits for n, _, _ in self.copy_registers()),
                 "stages": self.stages}
 
     def out_width(self) -> int:
@@ -498,8 +529,8 @@ class UnrolledChain(wiring.Component):
     documentation); ``latency`` cycles from an input taken to its result offered at ``o``
     (the output FIFO is bypassed while it is empty)."""
 
-    def __init__(self, *, layers, levels_per_stage: int = 3):
-        self._design = UnrolledDesign(layers, levels_per_stage)
+    def __init__(self, *, layers, levels_per_stage: int = 3, fanout: int | None = BROADCAST_READERS):
+        self._design = UnrolledDesign(layers, levels_per_stage, fanout)
         d = self._design
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(d.in_type), d.layers[0].mw))),
@@ -514,13 +545,19 @@ class UnrolledChain(wiring.Component):
         d = self._design
         g = d.graph
         copies = {}         # node -> [value in its stage, after 1 register, 2, ...]
+        taps = {}           # (node, k, group) -> a copy of the node's k-th register
+        copy_registers = d.copy_registers()
 
-        def operand(t: Term, stage: int) -> Value:
+        def operand(t: Term, stage: int, reader: int | None = None) -> Value:
             node = g.nodes[t.node]
+            k = stage - d.stage.get(t.node, 0)
+            tap = d.taps.get((reader, t.node), (0, 0))
             if node.op == "const":
                 v = Const(node.value, _node_shape(node))
+            elif tap[1]:
+                v = taps[(t.node, *tap)]
             else:
-                v = copies[t.node][stage - d.stage[t.node]]
+                v = copies[t.node][k]
             v = v << t.shift if t.shift else v
             return -v if t.neg else v
 
@@ -537,20 +574,29 @@ class UnrolledChain(wiring.Component):
                 # chains (ECP5: four 8-bit operands 65 LUT4s merged, 30 kept apart).
                 sig = Signal(_node_shape(node), name=f"n{n}", attrs={"keep": 1})
                 s = d.stage[n]
+                read = functools.partial(operand, reader=n)
                 if node.op == "add":
-                    m.d.comb += sig.eq(self._adder(node, _passthrough(g, node), s, operand))
+                    m.d.comb += sig.eq(self._adder(node, _passthrough(g, node), s, read))
                 else:
-                    ops = [operand(t, s) for t in node.operands]
+                    ops = [read(t, s) for t in node.operands]
                     # An operation that needs its own kept signals builds into ``m``.
                     value = (node.info.build_in(m, f"n{n}", *ops)
                              if hasattr(node.info, "build_in") else node.info.build(*ops))
                     m.d.comb += sig.eq(value)
                 copies[n] = [sig]
-            for k in range(d.registers(n)):
-                reg = Signal(Value.cast(copies[n][0]).shape(), name=f"n{n}_r{k + 1}",
-                             reset_less=True)
+            tapped = {(k, group) for node, k, group in copy_registers if node == n}
+            for k in range(1, d.registers(n) + 1):
+                # ``keep`` where copies of the register exist: Yosys would merge them.
+                keep = {"keep": 1} if any(level == k for level, _ in tapped) else {}
+                reg = Signal(Value.cast(copies[n][0]).shape(), name=f"n{n}_r{k}",
+                             reset_less=True, attrs=keep)
                 m.d.sync += reg.eq(copies[n][-1])
                 copies[n].append(reg)
+            for k, group in sorted(tapped):
+                reg = Signal(Value.cast(copies[n][0]).shape(), name=f"n{n}_r{k}_g{group}",
+                             reset_less=True, attrs={"keep": 1})
+                m.d.sync += reg.eq(copies[n][k - 1])
+                taps[(n, k, group)] = reg
 
         out_shape = shape_of(d.out_type)
         lanes = d.layers[-1].mh

@@ -11,7 +11,7 @@ import pytest
 from qloom.errors import QloomError
 from qloom.flows.compile import CompileConfig, run_steps
 from qloom.flows.engines.base import BuildOptions
-from qloom.flows.engines.unrolled import UnrolledEngine, levels_per_stage
+from qloom.flows.engines.unrolled import UnrolledEngine, broadcast_fanout, levels_per_stage
 from qloom.hw.unrolled import UnrolledChain
 
 from nets import binary_mlp, conv_net, multibit_mlp, random_input
@@ -70,6 +70,8 @@ def test_levels_per_stage_follow_the_family_and_pipeline_option():
     assert levels_per_stage(BuildOptions(family=Family.ECP5)) > \
         levels_per_stage(BuildOptions(family=Family.ICE40))
     assert levels_per_stage(BuildOptions(pipeline=False)) > 1000
+    assert broadcast_fanout(BuildOptions()) and broadcast_fanout(BuildOptions(pipeline=False)) \
+        is None
 
 
 @pytest.mark.parametrize("make", [multibit_mlp, binary_mlp,

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from amaranth.back import rtlil
 
+from qloom.hw import unrolled
 from qloom.hw.threshold import ThresholdSpec
 from qloom.hw.unrolled import RequantSpec, UnrolledChain, UnrolledDesign, UnrolledLayer
 from qloom.nn.dtypes import BIPOLAR, TERNARY, int_type, uint_type
@@ -52,8 +53,8 @@ def _codes(dtype, values):
     return dtype.encode(values) if dtype.bipolar else values
 
 
-def _run(ir_layers, hw_layers, x, *, per=2, stall=0.3):
-    dut = UnrolledChain(layers=hw_layers, levels_per_stage=per)
+def _run(ir_layers, hw_layers, x, *, per=2, stall=0.3, fanout=unrolled.BROADCAST_READERS):
+    dut = UnrolledChain(layers=hw_layers, levels_per_stage=per, fanout=fanout)
     first, last = hw_layers[0].in_type, hw_layers[-1].out_type
     words = [list(map(int, w)) for w in _codes(first, x)]
     run = run_stream(dut, words, len(words), in_stall=stall, out_stall=stall, seed=3)
@@ -113,11 +114,34 @@ def test_one_vector_per_cycle_and_latency(per):
     rng = np.random.default_rng(5)
     d0 = _dense("d0", rng.integers(-20, 20, size=(8, 12)), int_type(6), uint_type(6))
     x = rng.integers(0, 64, size=(40, 12))
-    dut, run = _run([d0], [_hw(d0)], x, per=per, stall=0)
+    dut, run = _run([d0], [_hw(d0)], x, per=per, stall=0, fanout=None)   # no broadcast
     assert np.all(np.diff(run.in_cycles) == 1) and np.all(np.diff(run.out_cycles) == 1)
     assert run.out_cycles[0] - run.in_cycles[0] == dut.latency
     depth = max(dut.design.graph.nodes[t.node].depth for t in dut.design.outputs)
     assert dut.latency == -(-depth // per)
+
+
+@pytest.mark.parametrize("per", [1, 3])
+def test_broadcast_values_are_read_from_register_copies(per):
+    """Inputs read by more than ``fanout`` nodes (their products for many distinct weights)
+    are read in a later stage, each group of up to ``fanout`` readers from a register copy
+    of its own; the chain stays bit exact under backpressure and counts the copies."""
+    rng = np.random.default_rng(8)
+    d0 = _dense("d0", rng.integers(-31, 32, size=(24, 4)), int_type(6), uint_type(5))
+    x = rng.integers(0, 32, size=(30, 4))
+    dut, _ = _run([d0], [_hw(d0)], x, per=per, fanout=4)
+    d, plain = dut.design, UnrolledDesign([_hw(d0)], per, None)
+    for t in d.inputs:
+        readers = [r for (r, n) in d.taps if n == t.node]
+        assert len(readers) > 4 and all(d.stage[r] >= 1 for r in readers)
+        groups = {d.taps[(r, t.node)][1] for r in readers}
+        assert groups == set(range(-(-len(readers) // 4)))
+    copies = d.copy_registers()
+    assert copies and not plain.copy_registers() and plain.stages <= d.stages
+    assert d.counts()["register_bits"] - sum(d.registers(n) * d.graph.nodes[n].bits
+                                             for n in d.stage) == \
+        sum(d.graph.nodes[n].bits for n, _, _ in copies)
+    assert _rtlil_counts(dut)[1] == d.counts()["register_bits"]
 
 
 def _rtlil_counts(dut):

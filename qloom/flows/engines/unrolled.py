@@ -14,7 +14,7 @@ from ...nn.ir import Dense, MultiThreshold, Requant
 from ..cost import Family, Resources
 from .base import BuildOptions, Engine, Fold, pixels
 
-__all__ = ["UnrolledEngine", "unroll", "levels_per_stage"]
+__all__ = ["UnrolledEngine", "unroll", "levels_per_stage", "broadcast_fanout"]
 
 # Adder levels between pipeline registers, per family. ECP5 (nextpnr, speed 6), the jet
 # tagger's last layer placed and routed alone: 97 MHz at four levels per stage, 165 MHz at
@@ -28,6 +28,13 @@ def levels_per_stage(options: BuildOptions) -> int:
     """Logic levels between register banks for this target (one stage for everything
     without pipelining)."""
     return _LEVELS[options.family] if options.pipeline else 1 << 20
+
+
+def broadcast_fanout(options: BuildOptions) -> int | None:
+    """Readers beyond which a value is read through register copies in a later stage
+    (``qloom.hw.unrolled.BROADCAST_READERS``); None without pipelining."""
+    from ...hw.unrolled import BROADCAST_READERS
+    return BROADCAST_READERS if options.pipeline else None
 
 
 class UnrolledEngine(Engine):
@@ -68,10 +75,10 @@ class UnrolledEngine(Engine):
     def design(self, options: BuildOptions):
         """The template's graph, schedule and cost for ``options`` (made once)."""
         from ...hw.unrolled import UnrolledDesign
-        per = levels_per_stage(options)
-        if per not in self._designs:
-            self._designs[per] = UnrolledDesign(self.hw_layers(), per)
-        return self._designs[per]
+        key = (levels_per_stage(options), broadcast_fanout(options))
+        if key not in self._designs:
+            self._designs[key] = UnrolledDesign(self.hw_layers(), *key)
+        return self._designs[key]
 
     @property
     def fold(self) -> Fold:
@@ -103,7 +110,8 @@ class UnrolledEngine(Engine):
     def nodes(self, fold, options, dsps=0):
         from ...hw.top import Node
         from ...hw.unrolled import UnrolledChain
-        unit = UnrolledChain(layers=self.hw_layers(), levels_per_stage=levels_per_stage(options))
+        unit = UnrolledChain(layers=self.hw_layers(), levels_per_stage=levels_per_stage(options),
+                             fanout=broadcast_fanout(options))
         return [Node(self.name, unit, self.inputs, self.output)]
 
 
