@@ -52,6 +52,23 @@ def _cnv(weight_bits: int, act_bits: int):
                in_bit_width=8, in_ch=3)
 
 
+def _cnv_small():
+    """brevitas' CNV at an eighth of its channels (convolutions 8, 8, 16, 16, 32, 32; dense
+    32-64-64-10): a CNV-class accelerator that Yosys maps into the iCE40UP5K's 5,280 LUT4s
+    and 30 block RAMs at default folding (5,067 and 22), for the cost model's check on the
+    iCE40. (qloom's fit check refuses it on the iCEBreaker at every folding once the host
+    link is added: its eleven engines take about 200-300 LUT4 each at any width.) The CNV
+    module reads its widths from module constants: patched for the construction only."""
+    import importlib
+    from unittest import mock
+    module = importlib.import_module("brevitas_examples.bnn_pynq.models.CNV")
+    with mock.patch.multiple(module, CNV_OUT_CH_POOL=[(8, False), (8, True), (16, False),
+                                                      (16, True), (32, False), (32, False)],
+                             INTERMEDIATE_FC_FEATURES=[(32, 64), (64, 64)],
+                             LAST_FC_IN_FEATURES=64):
+        return _cnv(1, 1)
+
+
 def _lfc():
     from brevitas_examples.bnn_pynq.models.FC import FC
     return FC(num_classes=10, weight_bit_width=1, act_bit_width=1, in_bit_width=1,
@@ -174,6 +191,8 @@ NETS = {spec.name: spec for spec in [
     # FINN's CNV: 6 3x3 convolutions (64, 64, 128, 128, 256, 256), 2 max pools, 3 dense layers
     NetSpec("cnv_w1a1", lambda: _cnv(1, 1), side=32, channels=3, epochs=3, batch=64, lr=5e-3),
     NetSpec("cnv_w2a2", lambda: _cnv(2, 2), side=32, channels=3, epochs=3, batch=64, lr=5e-3),
+    # CNV at an eighth of the channels (8, 8, 16, 16, 32, 32; dense 32-64-64-10)
+    NetSpec("cnv_small_w1a1", _cnv_small, side=32, channels=3, epochs=3, batch=64, lr=5e-3),
     # FINN's LFC: 784 binarized inputs, 3 x 1024 hidden, 10 outputs, all bipolar
     NetSpec("lfc_w1a1", _lfc, side=28, channels=1, epochs=4, batch=64, lr=5e-3),
     NetSpec("mobilenet_w4a4", _mobilenet, side=24, channels=1, epochs=4, batch=64, lr=5e-3),
