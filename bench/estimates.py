@@ -7,13 +7,17 @@ estimated LUT4s, flip-flops, DSP blocks and block RAMs of report.json beside Yos
                               [--per-module] [--keep DIR]
 
 The designs are the calibration set of the cost model: the bundled models at default
-folding, TFC-w1a1 and the jet tagger at their ``--fold auto`` foldings, and a CNV-class
-network at two foldings, each for the iCEBreaker (iCE40UP5K) and the ULX3S-85F (ECP5; the
-CNV class only there). ``--per-module`` also synthesizes every module under the top alone
-(flattened, as its own top) and prints every template instance's estimate beside its own
-module(s); its ``--json`` rows (the features each estimate is computed from, with the
-Yosys figures, and the folding measured) are what ``bench/calibrate.py`` fits the
-per-template coefficients (``qloom/hw/calibration.json``) from.
+folding, TFC-w1a1 and the jet tagger at their ``--fold auto`` foldings, and CNV-class
+networks at two foldings, each for the iCEBreaker (iCE40UP5K) and the ULX3S-85F (ECP5):
+FINN's CNV-w1a1 on the ECP5 only, and CNV at an eighth of its channels
+(``tests/nets/cnv_small_w1a1.onnx``) on both, its second iCE40 folding ``--target-fps
+1000`` instead of ``--fold auto`` (no folding of it fits the iCEBreaker once the host link
+is added; the accelerator alone is synthesized all the same). ``--per-module`` also
+synthesizes every module under the top alone (flattened, as its own top) and prints every
+template instance's estimate beside its own module(s); its ``--json`` rows (the features
+each estimate is computed from, with the Yosys figures, and the folding measured) are what
+``bench/calibrate.py`` fits the per-template coefficients (``qloom/hw/calibration.json``)
+from.
 """
 
 from __future__ import annotations
@@ -45,12 +49,19 @@ class Design:
 def designs() -> list[Design]:
     bundled = [Design(f"{p.stem} default", p) for p in sorted(MODELS.glob("*.onnx"))]
     cnv = NETS / "cnv_w1a1.onnx"
+    small = NETS / "cnv_small_w1a1.onnx"
     return bundled + [
         Design("tfc_w1a1 fold auto", MODELS / "tfc_w1a1.onnx", {"fold": "auto"}),
         Design("jettagging_w6a6 fold auto", MODELS / "jettagging_w6a6.onnx", {"fold": "auto"}),
-        # The CNV class does not fit the UP5K at any folding: ECP5 only.
+        # FINN's CNV does not fit the UP5K at any folding: ECP5 only.
         Design("cnv_w1a1 default", cnv, {}, ("ecp5",)),
         Design("cnv_w1a1 fold auto", cnv, {"fold": "auto"}, ("ecp5",)),
+        # CNV at an eighth of the channels: its accelerator alone maps onto the UP5K, but
+        # with the host link no folding fits the iCEBreaker, so --fold auto is refused
+        # there; the iCE40's second folding is a slower one by --target-fps.
+        Design("cnv_small_w1a1 default", small),
+        Design("cnv_small_w1a1 fold auto", small, {"fold": "auto"}, ("ecp5",)),
+        Design("cnv_small_w1a1 fps 1000", small, {"target_fps": 1000}, ("ice40",)),
     ]
 
 
