@@ -542,6 +542,12 @@ class UnrolledChain(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        self._credits(m, self._datapath(m))
+        return m
+
+    def _datapath(self, m) -> Value:
+        """The adder graph with its pipeline registers; returns the output word (the
+        output register's values)."""
         d = self._design
         g = d.graph
         copies = {}         # node -> [value in its stage, after 1 register, 2, ...]
@@ -603,9 +609,13 @@ class UnrolledChain(wiring.Component):
         word = Signal(data.ArrayLayout(out_shape, lanes))
         for h, t in enumerate(d.outputs):
             m.d.comb += word[h].eq(operand(t, d.stages))
+        return word
 
-        # Credits: take an input only when the FIFO will have room for it whatever the
-        # output side does; ``ready`` is a register.
+    def _credits(self, m, word: Value):
+        """Credits: take an input only when the output FIFO will have room for its result
+        whatever the output side does (``ready`` is a register); the FIFO is bypassed while
+        it is empty, so a result leaves the cycle it is ready."""
+        d = self._design
         depth = d.fifo_depth
         m.submodules.fifo = fifo = SyncFIFO(width=Value.cast(word).shape().width, depth=depth)
         valid = [Signal(name=f"valid{k + 1}") for k in range(d.stages)]
@@ -619,12 +629,10 @@ class UnrolledChain(wiring.Component):
                                            for k in range(1, d.stages)]
         count_next = count + take - release
         m.d.sync += [count.eq(count_next), ready.eq(count_next < depth)]
-        # The FIFO is bypassed while it is empty: a result leaves the cycle it is ready.
         direct = ~fifo.r_rdy
         m.d.comb += [fifo.w_data.eq(word), fifo.w_en.eq(valid[-1] & ~(direct & self.o.ready)),
                      self.o.valid.eq(fifo.r_rdy | valid[-1]), fifo.r_en.eq(self.o.ready),
                      self.o.payload.eq(Mux(direct, Value.cast(word), fifo.r_data))]
-        return m
 
     @staticmethod
     def _adder(node: Node, passthrough: int, stage: int, operand) -> Value:
