@@ -40,6 +40,7 @@ from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import Rounding
 from .compressor import chain_luts, ge_constant, ge_constant_luts, popcount_terms
 from .csd import AdderGraph, Node, Term
+from .estimate import Features
 from .threshold import ThresholdSpec
 from .types import shape_of
 
@@ -491,22 +492,33 @@ class UnrolledDesign:
     def out_width(self) -> int:
         return self.layers[-1].mh * shape_of(self.out_type).width
 
-    def resources(self, lut_ram: bool = True) -> dict:
-        """Estimated LUT4 and flip-flops: the adders and operations of the graph, the
-        pipeline registers, the output FIFO and the control. The FIFO is distributed RAM
-        with ``lut_ram`` (ECP5: a 16x4 RAM cell, counted as four LUT4s, per four bits of
-        width per 16 words), else flip-flops and a read multiplexer (iCE40 has no LUT RAM);
-        either way a LUT per bit for the bypass of an empty FIFO (Yosys ``synth_ecp5`` on
-        TFC's raw 64x64 layer: 112 RAM cells and about 512 bypass LUT4s for 512 bits)."""
+    def features(self, lut_ram: bool = True) -> Features:
+        """What the chain is made of (:class:`qloom.hw.estimate.Features`, template
+        ``unrolled``): the adders and operations of the graph, the pipeline registers and
+        their copies, the output FIFO and the control. The FIFO is distributed RAM with
+        ``lut_ram`` (ECP5: a 16x4 RAM cell, counted as four LUT4s, per four bits of width
+        per 16 words), else flip-flops and a read multiplexer (iCE40 has no LUT RAM); either
+        way a LUT per bit for the bypass of an empty FIFO (Yosys ``synth_ecp5`` on TFC's raw
+        64x64 layer: 112 RAM cells and about 512 bypass LUT4s for 512 bits)."""
         c = self.counts()
         width, depth = self.out_width(), self.fifo_depth
+        f = Features("unrolled")
+        f.add("lut", "adders", c["adder_luts"])
+        f.add("lut", "operations", c["extern_luts"])
+        f.add("ff", "registers", c["register_bits"])
         if lut_ram:
-            fifo = {"lut": 2 * width * math.ceil(depth / 16) + 20, "ff": 0}
+            f.add("lut", "fifo", 2 * width * math.ceil(depth / 16))
         else:
-            fifo = {"lut": width * (math.ceil((depth - 1) / 3) + 1) + 20, "ff": width * depth}
-        control_ff = self.latency + 2 * depth.bit_length() + 2
-        return {"lut": c["adder_luts"] + c["extern_luts"] + fifo["lut"] + 10,
-                "ff": c["register_bits"] + fifo["ff"] + control_ff, "dsp": 0}
+            f.add("lut", "fifo", width * (math.ceil((depth - 1) / 3) + 1))
+            f.add("ff", "fifo", width * depth)
+        f.add("lut", "control", 30)
+        f.add("ff", "control", self.latency + 2 * depth.bit_length() + 2)
+        return f
+
+    def resources(self, lut_ram: bool = True) -> dict:
+        """The uncalibrated count of ``features``: LUT4s, flip-flops, no DSP block."""
+        f = self.features(lut_ram)
+        return {"lut": round(sum(f.lut.values())), "ff": round(sum(f.ff.values())), "dsp": 0}
 
     def evaluate(self, codes: np.ndarray) -> np.ndarray:
         """Output codes for input codes ``codes[..., MW]`` (the graph's own model)."""

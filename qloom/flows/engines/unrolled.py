@@ -5,13 +5,14 @@ them, and consecutive such layers chained into one pipeline with no FIFO between
 The planner folds the mapped engines as usual; :func:`unroll` then replaces every dense
 engine folded to one vector per cycle (``pe = MH``, ``simd = MW``) by an
 :class:`UnrolledEngine`. Its estimate is the template's own count of the adders,
-operations and registers it builds (``UnrolledDesign.resources``).
+operations and registers it builds (``UnrolledDesign.features``), calibrated like every
+template's.
 """
 
 from __future__ import annotations
 
 from ...nn.ir import Dense, MultiThreshold, Requant
-from ..cost import Family, Resources
+from ..cost import Family
 from .base import BuildOptions, Engine, Fold, pixels
 
 __all__ = ["UnrolledEngine", "unroll", "levels_per_stage", "broadcast_fanout"]
@@ -90,9 +91,8 @@ class UnrolledEngine(Engine):
     def cycles(self, fold):
         return self.vectors
 
-    def resources(self, fold, options, dsps=0):
-        r = self.design(options).resources(lut_ram=options.family is not Family.ICE40)
-        return Resources(lut=r["lut"], ff=r["ff"], dsp=r["dsp"])
+    def features(self, fold, options, dsps=0):
+        return [("", self.design(options).features(lut_ram=options.family is not Family.ICE40))]
 
     def latency(self, options: BuildOptions) -> int:
         return self.design(options).latency
