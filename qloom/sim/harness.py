@@ -169,8 +169,17 @@ class StreamHarness(wiring.Component):
             i_i__payload=i_payload, i_i__valid=i_valid, o_i__ready=i_ready,
             o_o__payload=o_payload, o_o__valid=o_valid, i_o__ready=o_ready, **ports)
         running = Signal()
+        # ``powered`` makes the reset rise at the first clock edge instead of being high from
+        # time 0: a Verilog simulator runs an ``always @*`` block (Yosys' next-state logic
+        # of every register with a reset, ``x = d; if (rst) x = init;``) only on an event
+        # at its inputs, and a reset held from time 0 is none (qloom.sim.rtl_check). A
+        # block whose other inputs never change before the reset ends then holds X, the
+        # register under it latches X in reset and shifts it on: Icarus, an unrolled
+        # chain's valid chain behind a skid buffer whose valid was 0 from time 0.
+        powered = Signal()
+        m.d.inputs += powered.eq(1)
         m.d.comb += [running.eq(cfg.start & ~self.done),
-                     dut_reset.eq(ResetSignal() | ~cfg.start)]
+                     dut_reset.eq((ResetSignal() | ~cfg.start) & powered)]
 
         draw_gap, draw_ready = self._generators(m, cfg, running)
         took_in = self._feed(m, cfg, running, draw_gap, i_payload, i_valid, i_ready)
