@@ -541,7 +541,8 @@ class UnrolledChain(wiring.Component):
     documentation); ``latency`` cycles from an input taken to its result offered at ``o``
     (the output FIFO is bypassed while it is empty)."""
 
-    def __init__(self, *, layers, levels_per_stage: int = 3, fanout: int | None = BROADCAST_READERS):
+    def __init__(self, *, layers, levels_per_stage: int = 3,
+                 fanout: int | None = BROADCAST_READERS):
         self._design = UnrolledDesign(layers, levels_per_stage, fanout)
         d = self._design
         super().__init__({
@@ -564,7 +565,9 @@ class UnrolledChain(wiring.Component):
         g = d.graph
         copies = {}         # node -> [value in its stage, after 1 register, 2, ...]
         taps = {}           # (node, k, group) -> a copy of the node's k-th register
-        copy_registers = d.copy_registers()
+        tapped = {}         # node -> its copied registers {(k, group)}
+        for n, k, group in d.copy_registers():
+            tapped.setdefault(n, set()).add((k, group))
 
         def operand(t: Term, stage: int, reader: int | None = None) -> Value:
             node = g.nodes[t.node]
@@ -602,15 +605,15 @@ class UnrolledChain(wiring.Component):
                              if hasattr(node.info, "build_in") else node.info.build(*ops))
                     m.d.comb += sig.eq(value)
                 copies[n] = [sig]
-            tapped = {(k, group) for node, k, group in copy_registers if node == n}
+            levels = {k for k, _ in tapped.get(n, ())}
             for k in range(1, d.registers(n) + 1):
                 # ``keep`` where copies of the register exist: Yosys would merge them.
-                keep = {"keep": 1} if any(level == k for level, _ in tapped) else {}
+                keep = {"keep": 1} if k in levels else {}
                 reg = Signal(Value.cast(copies[n][0]).shape(), name=f"n{n}_r{k}",
                              reset_less=True, attrs=keep)
                 m.d.sync += reg.eq(copies[n][-1])
                 copies[n].append(reg)
-            for k, group in sorted(tapped):
+            for k, group in sorted(tapped.get(n, ())):
                 reg = Signal(Value.cast(copies[n][0]).shape(), name=f"n{n}_r{k}_g{group}",
                              reset_less=True, attrs={"keep": 1})
                 m.d.sync += reg.eq(copies[n][k - 1])
