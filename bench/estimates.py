@@ -85,7 +85,7 @@ def measure(design: Design, family: str, work: Path, per_module: bool) -> dict:
     # The folding, so that bench/calibrate.py --refresh rebuilds this design even after a
     # new calibration makes the planner choose another one.
     row = {"design": design.name, "family": family, "rtl_sha": rtl_digest(rtl),
-           "folds": {r["name"]: r["fold"] for r in compiled.report["layers"]},
+           "folds": compiled.report["fold_file"],
            "estimate": {k: compiled.report["resources"][k] for k in KINDS}}
     report = synth.synthesize(rtl, family=family, build_dir=work / "synth",
                               top="qloom_top", progress=False)

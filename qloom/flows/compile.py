@@ -295,7 +295,7 @@ def _documents(state, cfg, model_file):
     link = None if state.board is None else _link_estimate(state, plan)
     report = {
         "model": net.name, "qloom_version": __version__, "clock_mhz": clock,
-        "folding": plan.how, "family": state.options.family.value,
+        "folding": plan.how, "fold_file": plan.fold_file, "family": state.options.family.value,
         "dsp_budget": state.options.dsp_budget,
         "layers": layers, "bottleneck": plan.bottleneck,
         "ideal_ii_cycles": plan.ideal_ii_cycles,

@@ -38,6 +38,9 @@ class Plan:
     how: str               # "default", "target-fps", "fold-file", "auto", "latency"
     engines: tuple = ()    # the engines planned, after ``unroll``
     source_folds: dict = None   # the mapped engines' folds before ``unroll``
+    # The folding as a fold file (``--fold``) reproduces it: the mapped engines' entries,
+    # which also name the layers an unrolled chain took in.
+    fold_file: dict = None
 
     @property
     def ideal_ii_cycles(self) -> int:
@@ -144,7 +147,7 @@ def _fifo_resources(engines, folds, options) -> dict:
 
 def _finish(engines, folds, options, how) -> Plan:
     # Dense layers at one vector per cycle get constant-weight unrolled engines.
-    source_folds = folds
+    source_folds, mapped = folds, engines
     engines, folds = unroll(engines, folds)
     dsps = _allocate_dsps(engines, folds, options)
     fifos = _fifo_resources(engines, folds, options)
@@ -152,7 +155,8 @@ def _finish(engines, folds, options, how) -> Plan:
                 cycles={e.name: e.cycles(folds[e.name]) for e in engines},
                 resources={e.name: e.resources(folds[e.name], options, dsps[e.name])
                            + fifos[e.name] for e in engines},
-                how=how, engines=tuple(engines), source_folds=source_folds)
+                how=how, engines=tuple(engines), source_folds=source_folds,
+                fold_file={e.name: e.fold_json(source_folds[e.name]) for e in mapped})
 
 
 def _cheapest(engine: Engine, target_cycles: float, options: BuildOptions) -> Fold:

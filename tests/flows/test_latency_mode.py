@@ -122,3 +122,17 @@ def test_unrolled_engine_from_a_dense_layer():
     with pytest.raises(TypeError, match=r"an unrolled engine implements Dense layers, not "
                                         r"MultiThreshold"):
         UnrolledEngine.from_layer(net.layer("thr3"), net)
+
+
+def test_report_fold_file_rebuilds_the_folding(tmp_path):
+    """report.json's ``fold_file`` given back to --fold makes the same design, unrolled
+    chains included (the chain's own ``fold`` is no layer's folding)."""
+    import json
+    from qloom.flows.compile import compile_model
+    net = multibit_mlp()
+    first = compile_model(net, tmp_path / "a", latency=True)
+    (tmp_path / "fold.json").write_text(json.dumps(first.report["fold_file"]))
+    again = compile_model(net, tmp_path / "b", fold=str(tmp_path / "fold.json"))
+    assert [(r["name"], r["engine"], r["fold"]) for r in again.report["layers"]] == \
+        [(r["name"], r["engine"], r["fold"]) for r in first.report["layers"]]
+    assert again.report["fold_file"] == first.report["fold_file"]
