@@ -4,7 +4,8 @@
 ``i_a``/``i_b``/``o`` for two-input engines) and the tensors they read and write, and wires
 them: a duplicator where a tensor feeds two engines, a FIFO on every edge, width
 converters where the producer's lane count differs from the consumer's, and skid buffers at
-both ends of every edge. Its own ports
+both ends of every edge; an edge next to an engine that buffers its own results (the
+planner's ``slices``) is one skid buffer. Its own ports
 carry frames: payloads are ``{"data": ArrayLayout(elem, lanes), "last": 1}``; ``last`` is
 generated on the output's final word of each frame (the input's ``last`` is accepted and
 not needed: engines count their frames).
