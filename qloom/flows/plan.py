@@ -75,18 +75,46 @@ def _allocate_dsps(engines, folds, options: BuildOptions) -> dict:
     return dsps
 
 
-def fifo_plan(engines, folds) -> dict:
-    """Per (tensor, engine) edge fed by another engine: (words, lanes) of its FIFO, which
-    sits on the wider side of any width conversion (``qloom.hw.top.edge_depth``)."""
+@dataclass(frozen=True)
+class _Edge:
+    """One stream between engines, or from the accelerator's input (``producer`` None) or
+    to its output (``reader`` None)."""
+
+    tensor: str
+    producer: Engine | None
+    reader: Engine | None
+    src_lanes: int
+    dst_lanes: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.tensor, "output" if self.reader is None else self.reader.name)
+
+
+def _edges(engines, folds):
+    """Every edge, per engine its inputs, then its output when nothing else reads it (the
+    accelerator's output)."""
     producers = {e.output: e for e in engines}
-    plan = {}
+    read = {t for e in engines for t in e.inputs}
     for e in engines:
         for t in e.inputs:
-            if t not in producers:
-                continue          # the top-level input: the host sets the pace
-            p = producers[t]
-            lanes = max(p.out_lanes(folds[p.name]), e.in_lanes(folds[e.name]))
-            plan[(t, e.name)] = (edge_depth(e.buffered_elements(), lanes), lanes)
+            p = producers.get(t)
+            dst = e.in_lanes(folds[e.name])
+            yield _Edge(t, p, e, p.out_lanes(folds[p.name]) if p else dst, dst)
+        if e.output not in read:
+            lanes = e.out_lanes(folds[e.name])
+            yield _Edge(e.output, e, None, lanes, lanes)
+
+
+def fifo_plan(engines, folds) -> dict:
+    """Per (tensor, engine) edge fed by another engine: (words, lanes) of its FIFO, which
+    sits on the wider side of any width conversion (``qloom.hw.top.edge_depth``); the
+    top-level input's edge has none planned (the host sets the pace)."""
+    plan = {}
+    for x in _edges(engines, folds):
+        if x.producer is not None and x.reader is not None:
+            lanes = max(x.src_lanes, x.dst_lanes)
+            plan[x.key] = (edge_depth(x.reader.buffered_elements(), lanes), lanes)
     return plan
 
 
@@ -95,20 +123,10 @@ def slice_edges(engines, folds) -> set:
     are one register slice and no FIFO (``qloom.hw.top.AcceleratorTop``): an end buffers
     for itself (``Engine.buffers_itself``), the reader buffers nothing in front of it
     and both sides have the same lanes."""
-    producers = {e.output: e for e in engines}
-    read = {t for e in engines for t in e.inputs}
-    edges = set()
-    for e in engines:
-        for t in e.inputs:
-            p = producers.get(t)
-            lanes = p.out_lanes(folds[p.name]) if p else e.in_lanes(folds[e.name])
-            if (e.buffers_itself or (p is not None and p.buffers_itself)) and \
-                    (p is None or e.buffered_elements() == 0) and \
-                    lanes == e.in_lanes(folds[e.name]):
-                edges.add((t, e.name))
-        if e.output not in read and e.buffers_itself:
-            edges.add((e.output, "output"))
-    return edges
+    return {x.key for x in _edges(engines, folds)
+            if any(end is not None and end.buffers_itself for end in (x.producer, x.reader))
+            and (x.producer is None or x.reader is None or x.reader.buffered_elements() == 0)
+            and x.src_lanes == x.dst_lanes}
 
 
 def edge_features(engines, folds, options) -> dict:
@@ -116,22 +134,19 @@ def edge_features(engines, folds, options) -> dict:
     engine they feed: every edge between engines, the top-level input's, and the
     output's (charged to the engine writing it)."""
     parts = {e.name: [] for e in engines}
-    producers = {e.output: e for e in engines}
-    read = {t for e in engines for t in e.inputs}
     slices = slice_edges(engines, folds)
-    for e in engines:
-        for t in e.inputs:
-            p = producers.get(t)
-            src = p.out_lanes(folds[p.name]) if p else e.in_lanes(folds[e.name])
-            parts[e.name].append((f"@{t}_to_{e.name}", estimate_edge(
-                src_lanes=src, dst_lanes=e.in_lanes(folds[e.name]), bits=e.in_bits,
-                elements=e.buffered_elements() if p else 0, family=options.family,
-                fifo=(t, e.name) not in slices)))
-        if e.output not in read and e.out_bits is not None:
-            lanes = e.out_lanes(folds[e.name])
-            parts[e.name].append((f"@{e.output}_to_out", estimate_edge(
-                src_lanes=lanes, dst_lanes=lanes, bits=e.out_bits, elements=0,
-                family=options.family, fifo=(e.output, "output") not in slices)))
+    for x in _edges(engines, folds):
+        if x.reader is None:
+            if x.producer.out_bits is None:
+                continue
+            owner, bits, elements = x.producer, x.producer.out_bits, 0
+        else:
+            owner, bits = x.reader, x.reader.in_bits
+            elements = x.reader.buffered_elements() if x.producer else 0
+        reader = "out" if x.reader is None else x.reader.name
+        parts[owner.name].append((f"@{x.tensor}_to_{reader}", estimate_edge(
+            src_lanes=x.src_lanes, dst_lanes=x.dst_lanes, bits=bits, elements=elements,
+            family=options.family, fifo=x.key not in slices)))
     return parts
 
 
