@@ -31,68 +31,20 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
-from ..nn.ir import Rounding
-from .compressor import chain_luts, ge_constant, ge_constant_luts, popcount_terms
+from .compressor import chain_luts, popcount_terms
 from .csd import AdderGraph, Node, Term
 from .estimate import Features
 from .threshold import ThresholdSpec
 from .types import shape_of
+from .unrolled_ops import GroupSumOp, RequantOp, RequantSpec, ThresholdOp, node_shape
 
 __all__ = ["RequantSpec", "UnrolledLayer", "UnrolledDesign", "UnrolledChain"]
-
-
-@dataclass(frozen=True, eq=False)
-class RequantSpec:
-    """``clip(round((x + bias[c]) / 2**shift), lo, hi)`` per channel, as
-    :class:`qloom.nn.ir.Requant` computes it."""
-
-    bias: np.ndarray
-    shift: int
-    rounding: Rounding
-    lo: int
-    hi: int
-    out_type: DataType
-
-    def __post_init__(self):
-        bias = np.asarray(self.bias)
-        if bias.ndim != 1 or not np.issubdtype(bias.dtype, np.integer):
-            raise TypeError(f"Bias must be a 1-D integer array, not {self.bias!r}")
-        if not isinstance(self.shift, int) or isinstance(self.shift, bool) or self.shift < 0:
-            raise TypeError(f"Shift must be a non-negative integer, not {self.shift!r}")
-        if not isinstance(self.rounding, Rounding):
-            raise TypeError(f"Rounding must be a Rounding, not {self.rounding!r}")
-        if not isinstance(self.out_type, DataType) or self.out_type.bipolar:
-            raise TypeError(f"Requantization output type must be an integer DataType, not "
-                            f"{self.out_type!r}")
-        if not (self.out_type.min <= self.lo <= self.hi <= self.out_type.max):
-            raise ValueError(f"Clamp range [{self.lo}, {self.hi}] must lie within "
-                             f"{self.out_type} [{self.out_type.min}, {self.out_type.max}]")
-        object.__setattr__(self, "bias", bias.astype(np.int64))
-
-    @classmethod
-    def from_layer(cls, layer) -> "RequantSpec":
-        return cls(bias=layer.bias, shift=layer.shift, rounding=layer.rounding, lo=layer.lo,
-                   hi=layer.hi, out_type=layer.out_type)
-
-    @property
-    def channels(self) -> int:
-        return self.bias.size
-
-    @property
-    def offset(self) -> int:
-        """The constant added before the floor shift that makes it this rounding
-        (half-even also undoes ties that rounded up to an odd value)."""
-        if self.shift == 0 or self.rounding is Rounding.FLOOR:
-            return 0
-        if self.rounding is Rounding.CEIL:
-            return (1 << self.shift) - 1
-        return 1 << (self.shift - 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,129 +97,6 @@ class UnrolledLayer:
         return self.acc_type if self.post is None else self.post.out_type
 
 
-# --- The operations after a neuron's sum (extern nodes of the adder graph) -----------------
-
-def _shape(lo: int, hi: int):
-    return Node("x", lo, hi)
-
-
-class _RequantOp:
-    """Floor-shift, half-even tie fix, clamp of ``v = sum + bias + offset``."""
-
-    def __init__(self, spec: RequantSpec, in_node: Node, in_shift: int):
-        self.shift, self.rounding, self.lo, self.hi = spec.shift, spec.rounding, spec.lo, spec.hi
-        self.half_even = spec.rounding is Rounding.HALF_EVEN and spec.shift > 0
-        self.levels = 2 if self.half_even else 1
-        q_lo = (in_node.lo << in_shift) >> spec.shift
-        q_hi = (in_node.hi << in_shift) >> spec.shift
-        self.q_bits = _shape(q_lo - 1, q_hi).bits
-        self.clamp_lo, self.clamp_hi = q_lo - 1 < spec.lo, q_hi > spec.hi
-        self.luts = (self.q_bits * (self.half_even + self.clamp_lo + self.clamp_hi)
-                     + _shape(spec.lo, spec.hi).bits)
-
-    def evaluate(self, v):
-        q = v >> self.shift
-        if self.half_even:
-            tie = (v & ((1 << self.shift) - 1)) == 0
-            q = q - (tie & (q & 1 == 1))
-        return np.clip(q, self.lo, self.hi)
-
-    def build(self, v: Value) -> Value:
-        q = v >> self.shift
-        if self.half_even:
-            tie = v.as_unsigned()[:self.shift] == 0
-            q = q - (tie & q[0])
-        # Both compares read ``q`` (not one the other's result): one level, not two.
-        out = q
-        if self.clamp_hi:
-            out = Mux(q > self.hi, self.hi, out)
-        if self.clamp_lo:
-            out = Mux(q < self.lo, self.lo, out)
-        return out
-
-
-class _ThresholdOp:
-    """``bias + sign * #{k : v >= T_k}`` of one channel, compared on the sum's node (its
-    shift and a constant ``offset`` of the sum folded into the thresholds)."""
-
-    def __init__(self, spec: ThresholdSpec, channel: int, in_node: Node, in_shift: int,
-                 offset: int = 0):
-        t = spec.thresholds[channel] - offset
-        # v = (node << shift) + offset >= T  <=>  node >= ceil((T - offset) / 2**shift);
-        # clipped to the node's range, where the same comparisons decide the same way with
-        # narrower constants.
-        self.thresholds = np.clip(-(-t // (1 << in_shift)), in_node.lo, in_node.hi + 1)
-        self.in_shift = in_shift
-        self.bias, self.sign = int(spec.bias[channel]), int(spec.sign[channel])
-        k = len(t)
-        self.plain = self.bias == 0 and self.sign == 1
-        out_bits = shape_of(spec.out_type).width
-        # One threshold (a binary activation): a ripple of LUT4s, three bits each
-        # (compressor.ge_constant); a LUT and its route are about half an adder level.
-        self.lut_compare = k == 1
-        if self.lut_compare:
-            compare = ge_constant_luts(in_node.bits)
-            self.levels = -(-compare // 2) + (0 if self.plain else 1)
-            self.luts = compare + (0 if self.plain else out_bits)
-        else:
-            self.levels = 1 + math.ceil(math.log2(k)) + (0 if self.plain else 1)
-            self.luts = k * in_node.bits + (k - 1) * max(1, k.bit_length()) + \
-                (0 if self.plain else out_bits)
-
-    def evaluate(self, v):
-        node = v >> self.in_shift
-        count = (node[..., None] >= self.thresholds).sum(-1)
-        return self.bias + self.sign * count
-
-    def build_in(self, m, name: str, v: Value) -> Value:
-        node = v >> self.in_shift
-        if self.lut_compare:
-            count = ge_constant(m, node, int(self.thresholds[0]), name)
-        else:
-            count = _tree([node >= int(t) for t in self.thresholds])
-        if self.plain:
-            return count
-        return self.bias + (count if self.sign > 0 else -count)
-
-
-class _GroupSumOp:
-    """``sum(w_j * x_j)`` over a group of up to four one-bit inputs as a lookup table: one
-    LUT4 per result bit (distributed arithmetic), shared by every neuron whose weights on
-    the group are the same up to sign and a power of two."""
-
-    GROUP = 4
-
-    def __init__(self, weights: tuple, inputs: list):
-        self.weights = weights
-        # The value a lane carries for its bit b: lo + b (codes 0/1, or 0/-1 for INT1).
-        self.lows = [node.lo for node in inputs]
-        self.steps = [node.hi - node.lo for node in inputs]
-        self.table = []
-        for index in range(1 << len(weights)):
-            bits = [(index >> k) & 1 for k in range(len(weights))]
-            self.table.append(sum(w * (lo + step * b) for w, lo, step, b
-                                  in zip(weights, self.lows, self.steps, bits)))
-        self.lo, self.hi = min(self.table), max(self.table)
-        self.levels = 1
-        self.luts = _shape(self.lo, self.hi).bits * (1 << max(0, len(weights) - 4))
-
-    def evaluate(self, *values):
-        return sum(w * v for w, v in zip(self.weights, values))
-
-    def build(self, *values) -> Value:
-        index = Cat(*[Value.cast(v).as_unsigned()[0] for v in values])
-        shape = _node_shape(_shape(self.lo, self.hi))
-        return Array([Const(v, shape) for v in self.table])[index]
-
-
-def _tree(values):
-    values = list(values)
-    while len(values) > 1:
-        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
-                  for k in range(0, len(values), 2)]
-    return values[0]
-
-
 # --- The graph, its schedule and its cost ---------------------------------------------------
 
 def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
@@ -296,7 +125,7 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
             const_h = int(const[h]) + offset
             if isinstance(post, ThresholdSpec):
                 # The constant goes into the thresholds: no adder.
-                op = _ThresholdOp(post, h, g.nodes[t.node], t.shift, const_h)
+                op = ThresholdOp(post, h, g.nodes[t.node], t.shift, const_h)
                 lo, hi = post.out_type.encode([post.out_type.min, post.out_type.max])
                 outs.append(g.extern(op, (t,), int(lo), int(hi)))
                 continue
@@ -310,9 +139,9 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
         t = g.dot(terms, positional=one_bit)
         node = g.nodes[t.node]
         if isinstance(post, RequantSpec):
-            t = g.extern(_RequantOp(post, node, t.shift), (t,), post.lo, post.hi)
+            t = g.extern(RequantOp(post, node, t.shift), (t,), post.lo, post.hi)
         elif isinstance(post, ThresholdSpec):
-            op = _ThresholdOp(post, h, node, t.shift)
+            op = ThresholdOp(post, h, node, t.shift)
             lo, hi = post.out_type.encode([post.out_type.min, post.out_type.max])
             t = g.extern(op, (t,), int(lo), int(hi))
         outs.append(t)
@@ -320,10 +149,10 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
 
 
 def _group_terms(g: AdderGraph, codes: list, row, products, groups: dict) -> list:
-    """A neuron's terms over one-bit inputs: per group of ``_GroupSumOp.GROUP`` inputs one
+    """A neuron's terms over one-bit inputs: per group of ``GroupSumOp.GROUP`` inputs one
     lookup table (shared through ``groups`` with the neurons whose weights there are
     equal up to sign and a power of two), a lone nonzero weight its product."""
-    size = _GroupSumOp.GROUP
+    size = GroupSumOp.GROUP
     terms = []
     for start in range(0, len(codes), size):
         ws = [int(w) for w in row[start:start + size]]
@@ -339,7 +168,7 @@ def _group_terms(g: AdderGraph, codes: list, row, products, groups: dict) -> lis
         key = (start, tuple((sign * w) >> shift for w in ws))
         if key not in groups:
             operands = tuple(codes[start:start + size])
-            op = _GroupSumOp(key[1], [g.nodes[t.node] for t in operands])
+            op = GroupSumOp(key[1], [g.nodes[t.node] for t in operands])
             groups[key] = g.extern(op, operands, op.lo, op.hi)
         t = groups[key].shifted(shift)
         terms.append(-t if sign < 0 else t)
@@ -530,10 +359,6 @@ class UnrolledDesign:
 
 # --- The hardware ---------------------------------------------------------------------------
 
-def _node_shape(node: Node):
-    return signed(node.bits) if node.signed else unsigned(node.bits)
-
-
 class UnrolledChain(wiring.Component):
     """A chain of :class:`UnrolledLayer` at one vector per cycle: ``i`` carries a whole
     input vector (codes of the first layer's ``in_type``), ``o`` a whole output vector.
@@ -574,7 +399,7 @@ class UnrolledChain(wiring.Component):
             k = stage - d.stage.get(t.node, 0)
             tap = d.taps.get((reader, t.node), (0, 0))
             if node.op == "const":
-                v = Const(node.value, _node_shape(node))
+                v = Const(node.value, node_shape(node))
             elif tap[1]:
                 v = taps[(t.node, *tap)]
             else:
@@ -593,7 +418,7 @@ class UnrolledChain(wiring.Component):
                 # sums feed only the next adder into one multi-operand sum, which it
                 # builds from full adders in LUTs at about twice the cost of the carry
                 # chains (ECP5: four 8-bit operands 65 LUT4s merged, 30 kept apart).
-                sig = Signal(_node_shape(node), name=f"n{n}", attrs={"keep": 1})
+                sig = Signal(node_shape(node), name=f"n{n}", attrs={"keep": 1})
                 s = d.stage[n]
                 read = functools.partial(operand, reader=n)
                 if node.op == "add":
