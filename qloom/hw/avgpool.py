@@ -101,13 +101,16 @@ class AvgPool(wiring.Component):
         return max(self.in_words_per_frame, self.out_words_per_frame * self._taps)
 
     def estimate(self, family) -> Features:
-        """Resources (:class:`qloom.hw.estimate.Features`): the sliding window's line
-        buffer and counters, one adder per lane, the running sum and output registers."""
-        from .estimate import memory_cost
+        """Resources (:class:`qloom.hw.estimate.Features`): the sliding window's
+        (:func:`qloom.hw.swg.estimate`, its line buffer and counters, as features named
+        ``window_*``: the window is a submodule of this unit, measured with it), one adder
+        per lane, the running sum and output registers."""
+        from . import swg
+        args = {k: v for k, v in self._swg_args.items() if k not in ("dtype", "order")}
+        window = swg.estimate(**args, bits=self._swg_args["dtype"].bits, family=family)
         acc = self._acc_type.bits
         f = Features("avgpool")
-        f.add_memory("buffer", memory_cost(self.buffer_words,
-                                           self._lanes * self._swg_args["dtype"].bits, family))
+        f.add_part("window", window)
         f.add("lut", "lanes", self._lanes * acc)
         f.add("ff", "lanes", self._lanes * acc * 2)
         f.add("lut", "control", 60)

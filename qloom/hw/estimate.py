@@ -81,6 +81,17 @@ class Features:
         if bits is not None and cost.bram:
             self.bram_memories[name] = (bits, cost.bram)
 
+    def add_part(self, prefix: str, part: "Features"):
+        """A submodule's features (a unit's sliding window), named ``<prefix>_<name>``:
+        measured with this template, so weighed by this template's coefficients."""
+        for kind in ("lut", "ff"):
+            for name, count in getattr(part, kind).items():
+                self.add(kind, f"{prefix}_{name}", count)
+        self.dsp += part.dsp
+        self.bram += part.bram
+        self.spram += part.spram
+        self.bram_memories.update({f"{prefix}_{k}": v for k, v in part.bram_memories.items()})
+
     def to_json(self) -> dict:
         return {"template": self.template, "lut": self.lut, "ff": self.ff,
                 "dsp": self.dsp, "bram": self.bram, "spram": self.spram,
@@ -218,7 +229,10 @@ def memory_cost(depth: int, width: int, family: Family, block: bool | None = Non
     block RAM, cut into banks of that many words (``qloom.hw.weight_mem.BankedRom``:
     their registers in the blocks, a select register pair and the banks' mux)."""
     if depth <= 1:
-        return Resources(ff=width)
+        # One word is a constant: Yosys keeps no read register but one flip-flop shared by
+        # the word's ones, which leave their reset value 0 at the first read (measured on
+        # both families: a 24-bit word read into a register left one flip-flop).
+        return Resources(ff=1)
     if block is None:
         block = use_block_ram(depth, width, family)
     if block and bank is not None:

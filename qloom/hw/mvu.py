@@ -916,9 +916,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     if in_logic and weight_columns is not None:
         weight_bits = weight_columns
     if pipeline and operand_register(mac, family):
-        # The weights and the stream's input word; with later neuron folds also the
-        # buffer's (chosen after the register).
-        f.add("ff", "operands", weight_bits + simd * ib * (2 if mh // pe > 1 else 1))
+        # The weights (a one-word memory's are constants: see memory_cost) and the stream's
+        # input word; with later neuron folds also the buffer's (chosen after the register).
+        f.add("ff", "operands", (weight_bits if depth > 1 else 1)
+              + simd * ib * (2 if mh // pe > 1 else 1))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
           + tag_copy_registers(pe, acc_bits, chained=pipeline))

@@ -77,10 +77,7 @@ class MaxPool(wiring.Component):
         f = Features("maxpool")
         window = swg.estimate(**self._window_args(), pads=(0, 0, 0, 0), simd=self._lanes,
                               bits=bits, family=family)
-        for kind in ("lut", "ff"):
-            for name, count in getattr(window, kind).items():
-                f.add(kind, f"window_{name}", count)
-        f.bram += window.bram
+        f.add_part("window", window)
         f.add("lut", "compare", self._lanes * 2 * comparator_luts(bits))
         f.add("lut", "control", 40)
         f.add("ff", "lanes", self._lanes * bits * 2)

@@ -166,6 +166,34 @@ def test_register_copies_stay_apart(tmp_path, family):
     assert r.ff == 1 + 4 + 4 * 8
 
 
+class OneWordRom(wiring.Component):
+    """A one-word ROM read into a register, the register's word XORed into the output."""
+    o: Out(24)
+    x: In(24)
+    en: In(1)
+
+    def elaborate(self, platform):
+        from amaranth.lib.memory import Memory
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=24, depth=1, init=[0xA5C31E])
+        read = mem.read_port()
+        word = Signal(24)
+        m.d.comb += read.en.eq(self.en)
+        m.d.sync += [word.eq(read.data), self.o.eq(word ^ self.x)]
+        return m
+
+
+@pytest.mark.parametrize("family", ["ice40", "ecp5"])
+def test_one_word_memory_is_a_constant(tmp_path, family):
+    """A one-word weight or threshold memory (a layer at one fold) is a constant: Yosys
+    keeps the 24 output flip-flops and at most what ``memory_cost`` counts for the memory,
+    its read register and the register after it."""
+    from qloom.hw.estimate import Family, memory_cost
+    r = synthesize(OneWordRom(), family=family, build_dir=tmp_path)
+    assert 24 <= r.ff <= 24 + memory_cost(1, 24, Family(family)).ff
+    assert memory_cost(1, 24, Family(family)).lut == 0
+
+
 def test_router_choice():
     # router2 only for many DSP blocks that ecp5_dsp_place does not place (not the 85F)
     assert synth.router_for("ecp5", 70, "LFE5U-45F") == "router2"
