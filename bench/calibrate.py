@@ -54,7 +54,10 @@ def _current_features(row: dict) -> dict | None:
 def _designs(paths, refresh: bool) -> list[dict]:
     """Every measured design: its name, family, whole measurement and its modules as
     (features, measured); with ``refresh`` the features are recomputed by the current
-    code (rows whose design compiles differently now are left out and named)."""
+    code (rows whose design compiles differently now are left out and named), and the
+    template instances the current code estimates that the row has no figures for (an
+    edge the cost model did not count when it was measured) join as (features, None):
+    in the design's estimate, not in the fit."""
     designs = []
     for path in paths:
         for row in json.loads(Path(path).read_text()):
@@ -64,6 +67,8 @@ def _designs(paths, refresh: bool) -> list[dict]:
                 continue
             modules = [((current or {}).get(m["node"], m["features"]), m["yosys"])
                        for m in row.get("modules", []) if m["yosys"] is not None]
+            known = {m["node"] for m in row.get("modules", [])}
+            modules += [(f, None) for node, f in (current or {}).items() if node not in known]
             designs.append({"name": f"{row['design']} ({row['family']})",
                             "family": row["family"], "modules": modules,
                             "yosys": row["yosys"]})
@@ -78,8 +83,9 @@ def _groups(designs, leave_out=None) -> dict:
         if design is leave_out:
             continue
         for features, measured in design["modules"]:
-            groups.setdefault((design["family"], features["template"]), []).append(
-                (features, measured))
+            if measured is not None:
+                groups.setdefault((design["family"], features["template"]), []).append(
+                    (features, measured))
     return groups
 
 

@@ -12,7 +12,7 @@ import math
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -185,7 +185,9 @@ def step_build(state, cfg):
     plan, net = state.plan, state.network
     nodes = []
     for e in state.engines:
-        nodes += e.nodes(plan.folds[e.name], state.options, plan.dsps[e.name])
+        # Edges into any of an engine's nodes are keyed by the engine, as the plan keys them.
+        nodes += [replace(n, engine=e.name)
+                  for n in e.nodes(plan.folds[e.name], state.options, plan.dsps[e.name])]
     in_lanes, out_lanes = _port_lanes(state, plan)
     in_elems = int(np.prod(net.shape_of(net.input)))
     out_elems = int(np.prod(net.shape_of(net.output)))

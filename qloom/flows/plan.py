@@ -131,8 +131,9 @@ def slice_edges(engines, folds) -> set:
 
 def edge_features(engines, folds, options) -> dict:
     """The edges' estimate features (``qloom.hw.top.estimate_edge``) charged to the
-    engine they feed: every edge between engines, the top-level input's, and the
-    output's (charged to the engine writing it)."""
+    engine they feed: every edge between engines, the top-level input's, the output's
+    (charged to the engine writing it) and those between an engine's own nodes
+    (``Engine.inner_edges``)."""
     parts = {e.name: [] for e in engines}
     slices = slice_edges(engines, folds)
     for x in _edges(engines, folds):
@@ -147,6 +148,11 @@ def edge_features(engines, folds, options) -> dict:
         parts[owner.name].append((f"@{x.tensor}_to_{reader}", estimate_edge(
             src_lanes=x.src_lanes, dst_lanes=x.dst_lanes, bits=bits, elements=elements,
             family=options.family, fifo=x.key not in slices)))
+    for e in engines:
+        for tensor, reader, lanes, bits in e.inner_edges(folds[e.name]):
+            parts[e.name].append((f"@{tensor}_to_{reader}", estimate_edge(
+                src_lanes=lanes, dst_lanes=lanes, bits=bits, elements=0,
+                family=options.family)))
     return parts
 
 

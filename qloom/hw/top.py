@@ -91,13 +91,21 @@ def frame_layout(elem_shape, lanes: int) -> data.StructLayout:
 
 @dataclass(frozen=True, eq=False)
 class Node:
-    """One engine of the dataflow graph. ``inputs`` are tensor names, bound to the
-    component's port ``i`` (one input) or ``i_a``/``i_b`` (two inputs)."""
+    """One unit of the dataflow graph. ``inputs`` are tensor names, bound to the
+    component's port ``i`` (one input) or ``i_a``/``i_b`` (two inputs). ``engine``: the
+    planner's engine it belongs to (an engine may build several nodes), by whose name the
+    planner keys the edges into it (``edge_elements``, ``slices``); None: its own name."""
 
     name: str
     component: wiring.Component
     inputs: tuple[str, ...]
     output: str
+    engine: str | None = None
+
+    @property
+    def reader(self) -> str:
+        """The name edges into this node are keyed by."""
+        return self.engine or self.name
 
     def input_ports(self):
         if len(self.inputs) == 1:
@@ -122,10 +130,10 @@ class AcceleratorTop(wiring.Component):
     in_lanes : lanes of the top-level input port (the element shape is the first
         consumer's); ``out_lanes`` likewise for the output.
     in_words, out_words : words per frame on the top-level ports.
-    edge_elements : elements the FIFO of an edge ``(tensor, consumer node name)`` must hold
-        beyond a skid buffer (a vector a matrix unit takes at once, a residual's skip
-        path); every FIFO is at least 3 deep (a buffered FIFO of depth 2 moves at half
-        rate).
+    edge_elements : elements the FIFO of an edge ``(tensor, reader)`` (``Node.reader``)
+        must hold beyond a skid buffer (a vector a matrix unit takes at once, a residual's
+        skip path); every FIFO is at least 3 deep (a buffered FIFO of depth 2 moves at
+        half rate).
     slices : edges ``(tensor, reader)`` (reader ``"output"``: the top's output) built as
         one skid buffer and no FIFO, where an end buffers for itself
         (``qloom.flows.plan.slice_edges``); they carry no elements and convert no width.
@@ -174,7 +182,7 @@ class AcceleratorTop(wiring.Component):
         consumers = {}
         for node in self.nodes:
             for tensor, port in zip(node.inputs, node.input_ports()):
-                consumers.setdefault(tensor, []).append((node.name, port))
+                consumers.setdefault(tensor, []).append((node, port))
         return consumers
 
     def _edge(self, m, name, src, dst_layout, elements, fifo=True):
@@ -266,14 +274,14 @@ class AcceleratorTop(wiring.Component):
                     stream_out = dup.o1
                 taps.append(stream_out)
             for (reader, port), tap in zip(readers, taps):
-                key = (tensor, reader)
+                key = (tensor, "output" if port is None else reader.reader)
                 elements = self.edge_elements.get(key, 0)
                 fifo = key not in self.slices
                 if port is None:
                     self._output(m, self._edge(m, f"{tensor}_to_out", tap,
                                                self.out_layout["data"].shape, elements, fifo))
                 else:
-                    edge = self._edge(m, f"{tensor}_to_{reader}", tap, _array(port),
+                    edge = self._edge(m, f"{tensor}_to_{reader.name}", tap, _array(port),
                                       elements, fifo)
                     wiring.connect(m, edge, port)
         return m

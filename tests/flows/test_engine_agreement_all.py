@@ -59,8 +59,26 @@ def _lane_bits(port) -> int:
 
 
 def _built(engine, fold, options, dsps=0) -> dict:
-    """The engine's nodes by name: their components, built and never elaborated."""
-    return {n.name: unelaborated(n.component) for n in engine.nodes(fold, options, dsps)}
+    """The engine's nodes by name: their components, built and never elaborated (after
+    checking its inner edges against them)."""
+    nodes = engine.nodes(fold, options, dsps)
+    check_inner_edges(engine, fold, nodes)
+    return {n.name: unelaborated(n.component) for n in nodes}
+
+
+def check_inner_edges(engine, fold, nodes):
+    """``Engine.inner_edges`` (which the plan estimates) are the streams the top builds
+    between the engine's own nodes: each tensor one node writes and another reads, with
+    its reader, lanes and lane bits, the same on both ports (no width conversion)."""
+    writers = {n.output: n for n in nodes}
+    streams = []
+    for n in nodes:
+        for tensor, port in zip(n.inputs, n.input_ports()):
+            if tensor in writers:
+                layout = port.payload.shape()
+                assert writers[tensor].component.o.payload.shape() == layout
+                streams.append((tensor, n.name, layout.length, _lane_bits(port)))
+    assert sorted(engine.inner_edges(fold)) == sorted(streams)
 
 
 def _parts(engine, fold, options, nodes, dsps=0) -> dict:
@@ -465,3 +483,39 @@ def test_padded_bipolar_convolutions_are_refused():
                       w_type=int_type(3), in_type=BIPOLAR, pads=(1, 1, 1, 1))
     with pytest.raises(UnsupportedModelError, match="node 'c'.*BIPOLAR"):
         ConvEngine(dense_conv, None, in_shape, (5, 5, 2))
+
+
+@pytest.mark.parametrize("w_type,in_type", [(int_type(4), int_type(4)), (BIPOLAR, BIPOLAR),
+                                            (TERNARY, uint_type(2))], ids=str)
+def test_convolution_inner_edges(w_type, in_type):
+    """A convolution's window stream into its matrix unit, and (systolic array: the
+    thresholds are a unit of their own) its sums into the thresholds, are the inner edges
+    the plan estimates, with and without thresholds."""
+    from qloom.flows.engines.conv import ConvEngine
+    rng = _rng(w_type, in_type, "conv")
+    oc, ic, size = 4, 2, 4
+    conv = Conv("c", ("x",), "y", weights=_values(w_type, (oc, 3, 3, ic), rng),
+                w_type=w_type, in_type=in_type)
+    acc_type = conv.acc_type(ic)
+    thr = MultiThreshold("c_t", ("y",), "z",
+                         thresholds=np.sort(rng.integers(acc_type.min, acc_type.max + 1,
+                                                         size=(oc, 3)), axis=1),
+                         bias=np.zeros(oc, dtype=np.int64), sign=np.ones(oc, dtype=np.int64),
+                         in_type=acc_type, out_type=uint_type(2))
+    for threshold in (None, thr):
+        engine = ConvEngine(conv, threshold, (size, size, ic), (size - 2, size - 2, oc))
+        for fold in (engine.folds()[0], engine.folds()[-1]):
+            nodes = _built(engine, fold, BuildOptions(family=Family.ECP5))
+            assert len(engine.inner_edges(fold)) == len(nodes) - 1
+
+
+def test_concat_of_four_inputs_inner_edges():
+    """Three units join four inputs; the two partial concatenations are inner edges."""
+    from qloom.flows.engines.concat import ConcatEngine
+    widths = (2, 4, 2, 6)
+    layer = Concat("cat", ("x0", "x1", "x2", "x3"), "y")
+    engine = ConcatEngine(layer, [(2, 3, w) for w in widths], [uint_type(2)] * 4, uint_type(2))
+    for fold in (Fold(1), Fold(2)):
+        nodes = _built(engine, fold, BuildOptions(family=Family.ICE40))
+        assert sorted(nodes) == ["cat", "cat_1", "cat_2"]
+        assert [t for t, *_ in engine.inner_edges(fold)] == ["cat_part1", "cat_part2"]

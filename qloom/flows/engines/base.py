@@ -110,6 +110,12 @@ class Engine(abc.ABC):
     def nodes(self, fold: Fold, options: BuildOptions, dsps: int = 0) -> list:
         """Hardware nodes (``qloom.hw.top.Node``) implementing the engine."""
 
+    def inner_edges(self, fold: Fold) -> list[tuple[str, str, int, int]]:
+        """The streams between the engine's own nodes (a convolution's window stream into
+        its matrix unit), which the top builds like every edge: (tensor, reader node's
+        name, lanes, bits of a lane) each; none for an engine of one node."""
+        return []
+
     @abc.abstractmethod
     def in_lanes(self, fold: Fold) -> int: ...
 

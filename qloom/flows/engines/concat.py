@@ -49,6 +49,12 @@ class ConcatEngine(LaneEngine):
     def in_bits(self) -> int:
         return max(t.bits for t in self.types)
 
+    def inner_edges(self, fold):
+        # Unit k joins the first k+1 inputs (part k) for unit k+1; the last is the engine.
+        last = len(self.inputs) - 1
+        return [(f"{self.name}_part{k}", self.name if k + 1 == last else f"{self.name}_{k + 1}",
+                 fold.pe, self.out_type.bits) for k in range(1, last)]
+
     def nodes(self, fold, options, dsps=0):
         from ...hw.concat import ChannelConcat
         from ...hw.top import Node

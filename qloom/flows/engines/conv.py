@@ -123,6 +123,13 @@ class ConvEngine(Engine):
         t = self.threshold
         return t.out_type.bits if t is not None else self.conv.acc_type(self.in_c).bits
 
+    def inner_edges(self, fold):
+        edges = [(f"{self.name}_windows", self.name, fold.simd, self.conv.in_type.bits)]
+        if self.systolic and self.threshold is not None:
+            edges.append((f"{self.name}_acc", f"{self.name}_thr", fold.pe,
+                          self.conv.acc_type(self.in_c).bits))
+        return edges
+
     def in_lanes(self, fold):
         return fold.simd
 

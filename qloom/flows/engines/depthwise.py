@@ -92,6 +92,13 @@ class DepthwiseEngine(Engine):
     def in_bits(self) -> int:
         return self.conv.in_type.bits
 
+    def inner_edges(self, fold):
+        edges = [(f"{self.name}_windows", self.name, fold.pe, self.conv.in_type.bits)]
+        if self.threshold is not None:
+            edges.append((f"{self.name}_acc", f"{self.name}_thr", fold.pe,
+                          self._asked(fold.pe).acc_type.bits))
+        return edges
+
     def in_lanes(self, fold):
         return fold.pe
 
