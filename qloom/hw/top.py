@@ -160,6 +160,11 @@ class AcceleratorTop(wiring.Component):
         producers = {n.output: n for n in self.nodes}
         if output not in producers:
             raise ValueError(f"no engine writes the output tensor {output!r}")
+        edges = {(t, node.reader) for t, readers in consumers.items() for node, _ in readers}
+        unknown = (set(self.edge_elements) | self.slices) - edges - {(output, "output")}
+        if unknown:
+            raise ValueError(f"edges {sorted(unknown)} are not edges of the graph "
+                             f"(tensor, reader): {sorted(edges)}")
         in_elem = _array(consumers[input][0][1]).elem_shape
         out_elem = _array(producers[output].component.o).elem_shape
         self.in_layout = frame_layout(in_elem, in_lanes)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from qloom.nn.dtypes import BIPOLAR, DataType, int_type, uint_type
-from qloom.nn.ir import Add, Conv, Dense, Flatten, MaxPool, MultiThreshold, Network, TensorInfo
+from qloom.nn.ir import (Add, Concat, Conv, Dense, Flatten, MaxPool, MultiThreshold, Network,
+                         TensorInfo)
 
 
 def _random_weights(rng, shape, w_type: DataType):
@@ -95,6 +96,13 @@ class NetBuilder:
         name = f"add{len(self.layers)}"
         return self._add(Add(name, (a, b), name), ta.shape, dtype)
 
+    def concat(self, *tensors):
+        """Channels of ``tensors`` (same pixels, same datatype) side by side."""
+        infos = [self.tensors[t] for t in tensors]
+        name = f"cat{len(self.layers)}"
+        shape = infos[0].shape[:-1] + (sum(i.shape[-1] for i in infos),)
+        return self._add(Concat(name, tuple(tensors), name), shape, infos[0].dtype)
+
     def producer(self):
         for layer in self.layers:
             if layer.output == self.cur:
@@ -151,6 +159,22 @@ def conv_net(seed=0):
     b.flatten()
     b.dense(3, int_type(2))
     return b.network("conv_net")
+
+
+def inception_net(seed=0):
+    """A first stage's output beside two deeper stages', joined by one three-input Concat:
+    the first waits in the concat's input FIFO while the others pass two convolutions."""
+    b = NetBuilder((8, 8, 2), uint_type(2), seed)
+    b.conv(2, 3, int_type(2), pad=1)
+    first = b.threshold(uint_type(2))
+    b.conv(2, 3, int_type(2), pad=1)
+    second = b.threshold(uint_type(2))
+    b.conv(2, 3, int_type(2), pad=1)
+    third = b.threshold(uint_type(2))
+    b.concat(first, second, third)
+    b.flatten()
+    b.dense(3, int_type(2))
+    return b.network("inception_net")
 
 
 def random_input(net: Network, n, seed=1):

@@ -9,7 +9,7 @@ from qloom.flows.compile import CompileConfig, run_steps
 from qloom.sim.packing import pack_frames, unpack_frames
 from qloom.sim.pysim import run_stream
 
-from nets import binary_mlp, conv_net, multibit_mlp, random_input, residual_mlp
+from nets import binary_mlp, conv_net, inception_net, multibit_mlp, random_input, residual_mlp
 
 
 def rtl_run(net, x, cfg=CompileConfig(), stall=0.0, seed=0):
@@ -31,7 +31,8 @@ def rtl_run(net, x, cfg=CompileConfig(), stall=0.0, seed=0):
     return unpack_frames(got, out_info.dtype, elements), state, run
 
 
-@pytest.mark.parametrize("make", [binary_mlp, multibit_mlp, residual_mlp, conv_net])
+@pytest.mark.parametrize("make", [binary_mlp, multibit_mlp, residual_mlp, conv_net,
+                                  inception_net])
 def test_top_matches_reference_under_stalls(make):
     net = make()
     x = random_input(net, 3)
@@ -111,3 +112,20 @@ def test_slice_edges_are_one_skid_buffer():
                        out_lanes=top.out_layout["data"].shape.length, in_words=1,
                        out_words=1, edge_elements={(top.output, "output"): 4},
                        slices={(top.output, "output")})
+
+
+def test_top_refuses_planned_edges_it_does_not_build():
+    """The plan keys an edge by its reader's engine (``Node.reader``); an edge the top
+    would not build is an error, not a FIFO silently built at the smallest depth (a
+    three-input concat's first unit, named apart from its engine, lost its skip buffer)."""
+    from qloom.hw.top import AcceleratorTop
+    state = run_steps(inception_net(), CompileConfig(), until="build")
+    top = state.top
+    readers = {node.reader for node in top.nodes}
+    assert all(reader in readers for _, reader in top.edge_elements)
+    cat = next(n for n in top.nodes if n.name.startswith("cat") and n.name != n.reader)
+    with pytest.raises(ValueError, match="not edges of the graph"):
+        AcceleratorTop(nodes=top.nodes, input=top.input, output=top.output,
+                       in_lanes=top.in_layout["data"].shape.length,
+                       out_lanes=top.out_layout["data"].shape.length, in_words=1,
+                       out_words=1, edge_elements={(cat.inputs[0], cat.name): 64})
