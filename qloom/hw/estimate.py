@@ -206,20 +206,43 @@ def ram_cost(depth: int, width: int, family: Family, block: bool | None = None) 
 # lutrams_trellis.txt; a bit in soft logic costs 1), for memories without a ram_style.
 _YOSYS_BRAM_COST = 64
 _YOSYS_ECP5_BRAM_COST, _YOSYS_LUTRAM_COST = 128, 4
+# memory_libmap also charges the read mux over a bit's cells and the write enable's demux
+# over them, half a unit per input (its FACTOR_MUX, FACTOR_DEMUX).
+_YOSYS_MUX_COST = 0.5
 
 
 def auto_ram_cost(depth: int, width: int, family: Family) -> Resources:
     """A writable memory without a ``ram_style`` (a FIFO's, the sliding window's line
     buffer): placed where Yosys' cost rule puts it, the cheapest of soft logic, block RAM
-    and (ECP5) distributed RAM cells."""
+    and (ECP5) distributed RAM cells with their read mux and write demux (measured with
+    one write and one registered read port on the ECP5: 150x8, 80x16 in distributed RAM,
+    168x8, 96x16, 336x4 in a DP16KD; the cells alone put all five in distributed RAM)."""
     blocks = bram_count(depth, width, family)
     bits = depth * width
     if family is Family.ICE40:
         block = _YOSYS_BRAM_COST * blocks < bits
     else:
-        cells = math.ceil(depth / 16) * math.ceil(width / 4)
-        block = _YOSYS_ECP5_BRAM_COST * blocks < min(bits, _YOSYS_LUTRAM_COST * cells)
+        rows = math.ceil(depth / 16)
+        cells = rows * math.ceil(width / 4)
+        lutram = _YOSYS_LUTRAM_COST * cells
+        if rows > 1:
+            lutram += _YOSYS_MUX_COST * ((rows - 1) * width + rows)
+        block = _YOSYS_ECP5_BRAM_COST * blocks < min(bits, lutram)
     return ram_cost(depth, width, family, block)
+
+
+def fifo_block_ram(depth: int, width: int, family: Family) -> bool:
+    """Whether qloom puts a FIFO's storage of ``depth`` words in block RAM (it says where,
+    ``qloom.hw.fifo.fifo_storage``): where a block costs less, by Yosys' unit costs, than
+    the bits in flip-flops and (ECP5) than the distributed RAM cells alone. Stricter than
+    Yosys' own choice (``auto_ram_cost``, which also charges the cells' mux), so that the
+    block RAM stays for the weights: LFC-w1a1's 512 x 2-bit FIFOs take 32 cells each."""
+    blocks = bram_count(depth, width, family)
+    bits = depth * width
+    if family is Family.ICE40:
+        return _YOSYS_BRAM_COST * blocks < bits
+    cells = math.ceil(depth / 16) * math.ceil(width / 4)
+    return _YOSYS_ECP5_BRAM_COST * blocks < min(bits, _YOSYS_LUTRAM_COST * cells)
 
 
 def memory_cost(depth: int, width: int, family: Family, block: bool | None = None,

@@ -10,7 +10,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .estimate import Family, auto_ram_cost, has_lutram
+from .estimate import Family, fifo_block_ram, has_lutram
 from .weight_mem import RamStyle, read_register
 
 __all__ = ["StreamFIFO", "fifo_storage", "fifo_registered_read"]
@@ -18,13 +18,13 @@ __all__ = ["StreamFIFO", "fifo_storage", "fifo_registered_read"]
 
 def fifo_storage(depth: int, width: int, family: Family | None) -> RamStyle:
     """Where the storage of a ``depth``-word FIFO of ``width`` bits goes on ``family``:
-    block RAM where Yosys' own cost rule would put it (``auto_ram_cost``), else
+    block RAM where a block is cheaper than the cells (``fifo_block_ram``), else
     distributed RAM cells (ECP5) or flip-flops; for no family, where Yosys decides. Said
     explicitly, so that what is built is what the estimate counts: left to Yosys, LFC-w1a1's
-    512 x 2-bit FIFO went to a block where the rule, at a tie, counted 32 RAM cells."""
+    512 x 2-bit FIFO went to a block where the rule counted 32 RAM cells."""
     if family is None or depth < 3:
         return RamStyle.AUTO
-    if auto_ram_cost(depth - 1, width, family).bram:
+    if fifo_block_ram(depth - 1, width, family):
         return RamStyle.BLOCK
     return RamStyle.LUTRAM if has_lutram(family) else RamStyle.DISTRIBUTED
 

@@ -78,15 +78,17 @@ def test_top_with_registered_fifo_reads(make, monkeypatch):
 def test_edge_estimate_counts_the_registered_read():
     """A deep ECP5 edge: its FIFO's memory holds two words fewer than its depth, the read
     register being one (which the block holds)."""
-    from qloom.hw.estimate import Family, auto_ram_cost
+    from qloom.hw.estimate import Family, bram_count, fifo_block_ram
     from qloom.hw.fifo import fifo_registered_read
     from qloom.hw.top import edge_depth, estimate_edge
     depth = edge_depth(4096, 8)
     assert fifo_registered_read(depth, 8 * 4, Family.ECP5)
     f = estimate_edge(src_lanes=8, dst_lanes=8, bits=4, elements=4096, family=Family.ECP5)
-    assert f.bram == auto_ram_cost(depth - 2, 32, Family.ECP5).bram
+    assert fifo_block_ram(depth - 1, 32, Family.ECP5)
+    assert f.bram == bram_count(depth - 2, 32, Family.ECP5)
     g = estimate_edge(src_lanes=8, dst_lanes=8, bits=4, elements=4096, family=Family.ICE40)
-    assert g.bram == auto_ram_cost(depth - 1, 32, Family.ICE40).bram
+    assert fifo_block_ram(depth - 1, 32, Family.ICE40)
+    assert g.bram == bram_count(depth - 1, 32, Family.ICE40)
 
 
 def test_slice_edges_are_one_skid_buffer():

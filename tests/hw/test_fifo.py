@@ -79,18 +79,18 @@ def test_fifo_rejects_bad_parameters():
 
 
 def test_registered_read_where_the_storage_is_block_ram():
-    """ECP5 only, and only for storage in block RAM (Yosys' rule for FIFO storage, said
-    explicitly: distributed RAM cells on the ECP5, flip-flops on the iCE40 otherwise)."""
-    from qloom.hw.estimate import Family, auto_ram_cost
+    """ECP5 only, and only for storage in block RAM (``fifo_block_ram``, said explicitly:
+    distributed RAM cells on the ECP5, flip-flops on the iCE40 otherwise)."""
+    from qloom.hw.estimate import Family, fifo_block_ram
     from qloom.hw.fifo import fifo_registered_read, fifo_storage
     from qloom.hw.weight_mem import RamStyle
     assert fifo_storage(1024, 16, Family.ECP5) is RamStyle.BLOCK
     assert fifo_storage(16, 16, Family.ECP5) is RamStyle.LUTRAM
     assert fifo_storage(3, 8, Family.ICE40) is RamStyle.DISTRIBUTED
     assert fifo_storage(1024, 16, None) is RamStyle.AUTO
-    assert auto_ram_cost(1023, 16, Family.ECP5).bram and fifo_registered_read(1024, 16,
-                                                                              Family.ECP5)
+    assert fifo_block_ram(1023, 16, Family.ECP5) and fifo_registered_read(1024, 16,
+                                                                         Family.ECP5)
     assert not fifo_registered_read(1024, 16, Family.ICE40)
     assert not fifo_registered_read(1024, 16, None)
-    assert not auto_ram_cost(15, 16, Family.ECP5).bram
+    assert not fifo_block_ram(15, 16, Family.ECP5)
     assert not fifo_registered_read(16, 16, Family.ECP5)

@@ -194,6 +194,36 @@ def test_one_word_memory_is_a_constant(tmp_path, family):
     assert memory_cost(1, 24, Family(family)).lut == 0
 
 
+class LineBuffer(wiring.Component):
+    """A memory without ram_style, one write port and one read registered after it (as
+    the sliding window's line buffer)."""
+
+    def __init__(self, depth, width):
+        self.depth, self.width = depth, width
+        super().__init__({"wa": In(range(depth)), "wd": In(width), "we": In(1),
+                          "ra": In(range(depth)), "o": Out(width)})
+
+    def elaborate(self, platform):
+        from amaranth.lib.memory import Memory
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=self.width, depth=self.depth, init=[],
+                                        attrs={"no_rw_check": 1})
+        write, read = mem.write_port(), mem.read_port(domain="comb")
+        m.d.comb += [write.addr.eq(self.wa), write.data.eq(self.wd), write.en.eq(self.we),
+                     read.addr.eq(self.ra)]
+        m.d.sync += self.o.eq(read.data)
+        return m
+
+
+@pytest.mark.parametrize("depth,width", [(150, 8), (168, 8), (80, 16), (96, 16)])
+def test_auto_ram_cost_places_memories_where_yosys_does(tmp_path, depth, width):
+    """``auto_ram_cost`` on the ECP5 at the boundary between distributed RAM and a
+    DP16KD, which the cells' read mux moves (the cells alone put all four in cells)."""
+    from qloom.hw.estimate import Family, auto_ram_cost
+    r = synthesize(LineBuffer(depth, width), family="ecp5", build_dir=tmp_path)
+    assert r.bram == auto_ram_cost(depth, width, Family.ECP5).bram
+
+
 def test_router_choice():
     # router2 only for many DSP blocks that ecp5_dsp_place does not place (not the 85F)
     assert synth.router_for("ecp5", 70, "LFE5U-45F") == "router2"
