@@ -24,6 +24,7 @@ from pathlib import Path
 
 from qloom.errors import ToolError
 from qloom.flows.synth import synthesize
+from qloom.hw.estimate import Family, calibrated
 
 MODELS = Path(__file__).resolve().parents[1] / "examples" / "models"
 TARGETS = {"ice40": ("iCE40UP5K", "SG48"), "ecp5": ("LFE5U-85F", "BG381")}
@@ -101,7 +102,10 @@ def main(argv=None) -> int:
                 continue
             synapses = int((dense.weights != 0).sum())
             unit = unrolled(dense, args.family, after)
-            est = unit.design.resources()
+            # The estimate the compiler reports: the chain's features, calibrated.
+            r = calibrated(unit.design.features(lut_ram=args.family != "ice40"),
+                           Family(args.family))
+            est = {"lut": r.lut, "ff": r.ff}
             try:
                 row = {"layer": name, "synapses": synapses, "weights": dense.weights.size,
                        "unrolled": measure(unit, args.family, Path(tmp) / f"{len(rows)}u"),

@@ -24,8 +24,7 @@ from amaranth.hdl import Shape
 
 from qloom.errors import UnsupportedModelError
 from qloom.flows.engines.base import BuildOptions, Fold
-from qloom.hw.estimate import unelaborated
-from qloom.hw.estimate import Family
+from qloom.hw.estimate import Family, calibrated, unelaborated
 from qloom.nn.dtypes import BINARY, BIPOLAR, TERNARY, int_type, smallest_type, uint_type
 from qloom.nn.ir import (Add, AvgPool, Concat, Conv, Dense, IntMul, MaxPool, MultiThreshold,
                          Network, Requant, Rounding, TensorInfo)
@@ -374,9 +373,10 @@ def test_unrolled_engine_and_its_template_agree(in_type, w_type):
             assert chain.i.payload.shape().length == engine.in_lanes(fold) == mw
             assert chain.o.payload.shape().length == engine.out_lanes(fold) == mh
             assert engine.latency(options) == chain.latency
-            r = chain.design.resources(lut_ram=family is not Family.ICE40)
+            # The chain's features, through the calibration like every template's.
+            r = calibrated(chain.design.features(lut_ram=family is not Family.ICE40), family)
             resources = engine.resources(fold, options)
-            assert (resources.lut, resources.ff, resources.dsp) == (r["lut"], r["ff"], r["dsp"])
+            assert (resources.lut, resources.ff, resources.dsp) == (r.lut, r.ff, r.dsp)
             assert resources.dsp == engine.multipliers(fold) == 0
             assert engine.in_bits == _lane_bits(chain.i)
             assert _lane_bits(chain.o) == dense.acc_type.bits
