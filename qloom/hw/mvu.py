@@ -56,7 +56,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import BINARY, DataType, smallest_type
 from .dsp import Ecp5Multiplier, check_dsp_primitive
-from .estimate import Features
+from .estimate import (Features, adder_tree_luts, comparator_luts, lut_multiplier_luts,
+                       memory_cost, ram_cost, use_block_ram)
 from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sum_bits,
                            partial_sums, product_parts, select_datapath, select_product,
                            tree_groups, tree_levels, tree_stages, tree_sum, value_of)
@@ -852,11 +853,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     ``threshold_bits``: the thresholds' bits per lane, ``threshold_lane_bits``, when the
     values are known, else ``thresholds * acc_bits``; ``weight_columns``: the distinct
     bit columns of a shallow weight memory, :func:`weight_columns`)."""
-    from .estimate import (adder_tree_luts, comparator_luts, lut_multiplier_luts, memory_cost,
-                           ram_cost, use_block_ram)
     path = select_datapath(w_type, in_type)
-    mac = path is Datapath.MAC
-    ib, wb = in_type.bits, w_type.bits
     f = Features("mvu_" + {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub",
                            Datapath.MAC: "mac"}[path])
     f.add("lut", "control", 40)
@@ -866,6 +863,61 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     counter_bits = sum((n - 1).bit_length() for n in (nf, sf, nf * sf))
     f.add("lut", "counters", 2 * counter_bits)
     f.add("ff", "counters", counter_bits)
+    _datapath_estimate(f, path, pe=pe, simd=simd, w_type=w_type, in_type=in_type, dsps=dsps,
+                       pipeline=pipeline, dsp_blocks=dsp_blocks)
+    word_bits = _weight_word_bits(nf * sf, pe * simd * w_type.bits, family=family,
+                                  weights_block=weights_block, weights_spram=weights_spram,
+                                  weight_columns=weight_columns)
+    operands = pipeline and operand_register(path is Datapath.MAC, family)
+    if operands:
+        # The weights (a one-word memory's are constants: see memory_cost) and the stream's
+        # input word; with later neuron folds also the buffer's (chosen after the register).
+        f.add("ff", "operands", (word_bits if nf * sf > 1 else 1)
+              + simd * in_type.bits * (2 if nf > 1 else 1))
+    f.add("lut", "accumulator", pe * (acc_bits + 2))
+    f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
+          + tag_copy_registers(pe, acc_bits, chained=pipeline))
+    stages = _tree_estimate(f, path, pe=pe, simd=simd, w_type=w_type, in_type=in_type,
+                            dsps=dsps, pipeline=pipeline, dsp_blocks=dsp_blocks)
+    _memories_estimate(f, mh=mh, mw=mw, pe=pe, simd=simd, w_type=w_type, in_type=in_type,
+                       word_bits=word_bits, family=family, weights_block=weights_block,
+                       weights_spram=weights_spram, buffer_block=buffer_block,
+                       weight_bank_depth=weight_bank_depth)
+    if thresholds:
+        f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
+                                      + adder_tree_luts(thresholds, 1)))
+        f.add("ff", "compare", pe * out_bits * 2)
+        if compare_register(thresholds, family):
+            f.add("ff", "crossed", pe * thresholds)
+        lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
+        f.add_memory("thresholds", memory_cost(nf, pe * lane, family, thresholds_block),
+                     bits=mh * lane)
+    # The registers on the way from the memories, and the output queue (in logic: a few
+    # words read asynchronously) with its credit.
+    fetch = fetch_register(not (weights_block or weights_spram), operands)
+    if fetch:
+        f.add("ff", "fetch", simd * in_type.bits * (2 if nf > 1 else 1)
+              + (nf * sf - 1).bit_length() + 4)
+    waits = bank_stages(nf * sf, weight_bank_depth)
+    # The inputs and the tag wait for the banks' registers.
+    f.add("ff", "bank", waits * (simd * in_type.bits * (2 if nf > 1 else 1) + 4))
+    depth = output_depth(latency(sf, register_operands=operands, fetch=fetch, bank_stages=waits,
+                                 register_products=pipeline, dsp_blocks=dsp_blocks and dsps > 0,
+                                 register_adder_tree=pipeline, tree_stages=stages,
+                                 thresholds=thresholds and 1 + compare_register(thresholds,
+                                                                                family)),
+                         sf)
+    f.add_memory("output", ram_cost(depth, pe * (out_bits if thresholds else acc_bits), family,
+                                    block=False))
+    f.add("ff", "credit", 2 * depth.bit_length())
+    f.add("lut", "credit", 2 * depth.bit_length() + 4)
+    return f
+
+
+def _datapath_estimate(f: Features, path: Datapath, *, pe, simd, w_type, in_type, dsps,
+                       pipeline, dsp_blocks):
+    """The lanes' products and the adder tree's logic, and the products' registers."""
+    ib, wb = in_type.bits, w_type.bits
     if path is Datapath.XNOR_POPCOUNT:
         # An XNOR per lane, a table per four lanes (a LUT4 per count bit, see
         # nibble_counts), then the tree over the counts.
@@ -908,69 +960,47 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
             f.add("ff", "dsp_products", dsps * (ib + wb) * (DSP_FEED + 1 if in_blocks else 1))
             if simd > 1:
                 f.add("ff", "tree", pe * (ib + wb + (simd - 1).bit_length()))
-    # A shallow weight memory in logic and the registers after it are as wide as its
-    # distinct columns.
-    depth, weight_bits = (mh // pe) * (mw // simd), pe * simd * wb
-    in_logic = not weights_spram and not (use_block_ram(depth, weight_bits, family)
+
+
+def _weight_word_bits(depth: int, bits: int, *, family, weights_block, weights_spram,
+                      weight_columns) -> int:
+    """Bits of a ``depth`` x ``bits`` weight memory's word as built: one in logic, and the
+    registers after it, are as wide as its distinct columns."""
+    in_logic = not weights_spram and not (use_block_ram(depth, bits, family)
                                           if weights_block is None else weights_block)
-    if in_logic and weight_columns is not None:
-        weight_bits = weight_columns
-    if pipeline and operand_register(mac, family):
-        # The weights (a one-word memory's are constants: see memory_cost) and the stream's
-        # input word; with later neuron folds also the buffer's (chosen after the register).
-        f.add("ff", "operands", (weight_bits if depth > 1 else 1)
-              + simd * ib * (2 if mh // pe > 1 else 1))
-    f.add("lut", "accumulator", pe * (acc_bits + 2))
-    f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
-          + tag_copy_registers(pe, acc_bits, chained=pipeline))
-    # The registers inside the adder tree: a partial sum per group of terms per stage.
-    parts = product_parts(wb, ib) if pipeline else 1
+    return weight_columns if in_logic and weight_columns is not None else bits
+
+
+def _tree_estimate(f: Features, path: Datapath, *, pe, simd, w_type, in_type, dsps, pipeline,
+                   dsp_blocks) -> int:
+    """The registers inside the adder tree (a partial sum per group of terms per stage);
+    returns its register stages."""
+    parts = product_parts(w_type.bits, in_type.bits) if pipeline else 1
     terms = tree_terms(pe=pe, simd=simd, datapath=path, dsps=dsps, parts=parts)
     first, rest = levels = tree_levels(path, dsp_blocks and dsps > 0)
     groups = tree_groups(terms, levels) if pipeline else []
-    stages = len(groups)
-    term_bits = {Datapath.XNOR_POPCOUNT: 3, Datapath.MAC: ib + wb}.get(path, max(ib, wb) + 1)
+    term_bits = {Datapath.XNOR_POPCOUNT: 3, Datapath.MAC: in_type.bits + w_type.bits}.get(
+        path, max(in_type.bits, w_type.bits) + 1)
     f.add("ff", "tree_stages", pe * sum(n * (term_bits + first + rest * k)
                                         for k, n in enumerate(groups)))
+    return len(groups)
+
+
+def _memories_estimate(f: Features, *, mh, mw, pe, simd, w_type, in_type, word_bits, family,
+                       weights_block, weights_spram, buffer_block, weight_bank_depth):
+    """The weight memory (block RAM, SPRAM or logic; ``word_bits`` wide, see
+    ``_weight_word_bits``) and the input buffer that the later neuron folds read."""
+    depth = (mh // pe) * (mw // simd)
     if weights_spram:
-        f.spram = spram_blocks(pe * simd * wb)
+        f.spram = spram_blocks(pe * simd * w_type.bits)
         f.add("lut", "spram_mux", f.spram * (14 + 3))
     else:
-        f.add_memory("weights", memory_cost(depth, weight_bits, family, weights_block,
+        f.add_memory("weights", memory_cost(depth, word_bits, family, weights_block,
                                             bank=weight_bank_depth),
-                     bits=mh * mw * wb)
+                     bits=mh * mw * w_type.bits)
     # The input vector is buffered for the later neuron folds (only when there are some).
-    f.add("ff", "input", simd * ib)
+    f.add("ff", "input", simd * in_type.bits)
     if mh // pe > 1:
-        f.add_memory("buffer", ram_cost(mw // simd, simd * ib, family, buffer_block))
+        f.add_memory("buffer", ram_cost(mw // simd, simd * in_type.bits, family, buffer_block))
         if mw // simd > 1:
             f.add("ff", "input", (mw // simd - 1).bit_length())    # the write address copy
-    if thresholds:
-        f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
-                                      + adder_tree_luts(thresholds, 1)))
-        f.add("ff", "compare", pe * out_bits * 2)
-        if compare_register(thresholds, family):
-            f.add("ff", "crossed", pe * thresholds)
-        lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
-        f.add_memory("thresholds", memory_cost(mh // pe, pe * lane, family, thresholds_block),
-                     bits=mh * lane)
-    # The output queue (in logic: a few words read asynchronously) and its credit.
-    operands = pipeline and operand_register(mac, family)
-    fetch = fetch_register(not (weights_block or weights_spram), operands)
-    if fetch:
-        f.add("ff", "fetch", simd * ib * (2 if mh // pe > 1 else 1)
-              + ((mh // pe) * (mw // simd) - 1).bit_length() + 4)
-    waits = bank_stages((mh // pe) * (mw // simd), weight_bank_depth)
-    # The inputs and the tag wait for the banks' registers.
-    f.add("ff", "bank", waits * (simd * ib * (2 if mh // pe > 1 else 1) + 4))
-    depth = output_depth(latency(sf, register_operands=operands, fetch=fetch, bank_stages=waits,
-                                 register_products=pipeline, dsp_blocks=dsp_blocks and dsps > 0,
-                                 register_adder_tree=pipeline, tree_stages=stages,
-                                 thresholds=thresholds and 1 + compare_register(thresholds,
-                                                                                family)),
-                         sf)
-    f.add_memory("output", ram_cost(depth, pe * (out_bits if thresholds else acc_bits), family,
-                                    block=False))
-    f.add("ff", "credit", 2 * depth.bit_length())
-    f.add("lut", "credit", 2 * depth.bit_length() + 4)
-    return f
