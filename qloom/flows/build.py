@@ -311,9 +311,8 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
     need = fit_check(report, b, manifest)
     clock = _clock_for(b, manifest, clock_mhz)
     platform, top = board_top(out, manifest, b, clock, baud)
-    baud = top.baud
     print(f"[qloom] building for {b.name} ({b.device}) at {top.clock_mhz:g} MHz, "
-          f"UART {baud} baud", flush=True)
+          f"UART {top.baud} baud", flush=True)
     tmp = area.staging()
     try:
         # Yosys options and commands only for the open flow: Vivado's Tcl has no `stat`.
@@ -321,62 +320,11 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
                     "script_after_read": synth.AFTER_READ,
                     "script_after_synth": f"tee -q -o {NAME}.stat.json stat -json"}
                    if b.family.open_flow else {})
-        plan = platform.prepare(top, name=NAME, **options)
-        plan.extract(tmp)
+        platform.prepare(top, name=NAME, **options).extract(tmp)
         if not b.family.open_flow:
-            script = tmp / f"build_{NAME}.sh"
-            result = {"board": b.name, "target_mhz": top.clock_mhz, "baud": baud,
-                      "bitstream": None, "vendor_script": str(out / "build" / script.name),
-                      "estimated": need}
-            (tmp / "report.json").write_text(json.dumps(result, indent=1))
-            print(f"[qloom] {b.title} needs the vendor tools (Vivado), which qloom cannot run "
-                  f"here; the complete project is in {out / 'build'}: run "
-                  f"`sh {script.name}` there on a machine with Vivado")
-            return _Staged(tmp, BuildResult(out / "build", result, None))
-        family = b.family.value
-        synth.run_yosys(tmp / f"{NAME}.ys", tmp, tmp / f"{NAME}.yosys.log",
-                        step=f"yosys synth_{family}")
-        stat = synth.read_stat(tmp / f"{NAME}.stat.json", family)
-        routed = tmp / (f"{NAME}.asc" if family == "ice40" else f"{NAME}.config")
-        synth.run_nextpnr(family, netlist=tmp / f"{NAME}.json", cwd=tmp, device=b.device,
-                          package=b.package, clock_mhz=None, report=tmp / f"{NAME}.report.json",
-                          constraints=tmp / f"{NAME}.{'pcf' if family == 'ice40' else 'lpf'}",
-                          log=tmp / f"{NAME}.nextpnr.log", output=routed,
-                          speed=getattr(platform, "speed", 6),
-                          router=synth.router_for(family, stat["dsp"], b.device,
-                                                  stat["lut"]))
-        bitstream = tmp / f"{NAME}.{b.bitstream_ext}"
-        if family == "ice40":
-            synth.run_tool("icepack", ["yowasp-icepack", routed.name, bitstream.name], tmp,
-                           tmp / "icepack.log")
-        else:
-            synth.run_tool("ecppack", ["yowasp-ecppack", "--compress", "--input", routed.name,
-                                       "--bit", bitstream.name], tmp, tmp / "ecppack.log")
-        pnr = synth.read_nextpnr_report(tmp / f"{NAME}.report.json")
-        sync = [v for k, v in pnr["fmax_by_clock"].items() if "sync" in k or "clk" in k]
-        fmax = min(v["achieved"] for v in sync) if sync else pnr["fmax_mhz"]
-        util = _utilization(b, stat, pnr["utilization"])
-        result = {
-            "board": b.name, "device": b.device, "target_mhz": top.clock_mhz,
-            "fmax_mhz": fmax, "timing_met": fmax is not None and fmax >= top.clock_mhz,
-            # The worst path's slack at the target clock (negative: by how much it missed).
-            "slack_ns": None if not fmax else round(1e3 / top.clock_mhz - 1e3 / fmax, 3),
-            "fmax_by_clock": pnr["fmax_by_clock"], "critical_path": pnr["critical_path"],
-            "pll": top.pll.__dict__ if top.pll else None, "baud": baud,
-            "uart_divisor": top.divisor, "utilization": util,
-            "yosys_cells": stat["cells_by_type"],
-            "bitstream": str(out / "build" / bitstream.name),
-            "estimated": need,
-            # iCE40 logic cells (each one LUT4 and one flip-flop): nextpnr's "lut" count.
-            "estimated_logic_cells": b.logic_cells(Resources.from_dict(need)) if need else None,
-            # LUT4s as Yosys counts them (nextpnr's logic cells also hold lone flip-flops,
-            # which the LUT estimate does not claim to count); the rest as placed.
-            "measured": (measured := {"lut": stat["lut"], "ff": util["ff"]["used"],
-                                      "dsp": util["dsp"]["used"], "bram": util["bram"]["used"]}),
-            "estimate_error": {k: (round((need[k] - measured[k]) / measured[k], 3)
-                                   if measured[k] else None)
-                               for k in need} if need else None,
-        }
+            return _Staged(tmp, _vendor_project(out, tmp, b, top, need))
+        stat, pnr, bitstream = _open_flow(tmp, b, platform)
+        result = _board_result(out, b, top, need, stat, pnr, bitstream)
         (tmp / "report.json").write_text(json.dumps(result, indent=1))
     except ToolError as e:     # keep the logs of a failed build, apart from a good one
         failed.install(tmp)
@@ -385,6 +333,72 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
         area.discard(tmp)
         raise
     return _Staged(tmp, BuildResult(out / "build", result, out / "build" / bitstream.name))
+
+
+def _vendor_project(out: Path, tmp: Path, b, top, need) -> BuildResult:
+    """A family qloom cannot build here: the project as written, and how to build it."""
+    script = tmp / f"build_{NAME}.sh"
+    result = {"board": b.name, "target_mhz": top.clock_mhz, "baud": top.baud,
+              "bitstream": None, "vendor_script": str(out / "build" / script.name),
+              "estimated": need}
+    (tmp / "report.json").write_text(json.dumps(result, indent=1))
+    print(f"[qloom] {b.title} needs the vendor tools (Vivado), which qloom cannot run "
+          f"here; the complete project is in {out / 'build'}: run "
+          f"`sh {script.name}` there on a machine with Vivado")
+    return BuildResult(out / "build", result, None)
+
+
+def _open_flow(tmp: Path, b, platform) -> tuple[dict, dict, Path]:
+    """Yosys, nextpnr and the bitstream packer in ``tmp``: Yosys' cell counts, nextpnr's
+    report and the bitstream's path."""
+    family = b.family.value
+    synth.run_yosys(tmp / f"{NAME}.ys", tmp, tmp / f"{NAME}.yosys.log",
+                    step=f"yosys synth_{family}")
+    stat = synth.read_stat(tmp / f"{NAME}.stat.json", family)
+    routed = tmp / (f"{NAME}.asc" if family == "ice40" else f"{NAME}.config")
+    synth.run_nextpnr(family, netlist=tmp / f"{NAME}.json", cwd=tmp, device=b.device,
+                      package=b.package, clock_mhz=None, report=tmp / f"{NAME}.report.json",
+                      constraints=tmp / f"{NAME}.{'pcf' if family == 'ice40' else 'lpf'}",
+                      log=tmp / f"{NAME}.nextpnr.log", output=routed,
+                      speed=getattr(platform, "speed", 6),
+                      router=synth.router_for(family, stat["dsp"], b.device, stat["lut"]))
+    bitstream = tmp / f"{NAME}.{b.bitstream_ext}"
+    if family == "ice40":
+        synth.run_tool("icepack", ["yowasp-icepack", routed.name, bitstream.name], tmp,
+                       tmp / "icepack.log")
+    else:
+        synth.run_tool("ecppack", ["yowasp-ecppack", "--compress", "--input", routed.name,
+                                   "--bit", bitstream.name], tmp, tmp / "ecppack.log")
+    return stat, synth.read_nextpnr_report(tmp / f"{NAME}.report.json"), bitstream
+
+
+def _board_result(out: Path, b, top, need, stat: dict, pnr: dict, bitstream: Path) -> dict:
+    """The build's ``report.json``: clock, timing, utilization and the estimate's error."""
+    sync = [v for k, v in pnr["fmax_by_clock"].items() if "sync" in k or "clk" in k]
+    fmax = min(v["achieved"] for v in sync) if sync else pnr["fmax_mhz"]
+    util = _utilization(b, stat, pnr["utilization"])
+    # LUT4s as Yosys counts them (nextpnr's logic cells also hold lone flip-flops, which
+    # the LUT estimate does not claim to count); the rest as placed.
+    measured = {"lut": stat["lut"], "ff": util["ff"]["used"], "dsp": util["dsp"]["used"],
+                "bram": util["bram"]["used"]}
+    return {
+        "board": b.name, "device": b.device, "target_mhz": top.clock_mhz,
+        "fmax_mhz": fmax, "timing_met": fmax is not None and fmax >= top.clock_mhz,
+        # The worst path's slack at the target clock (negative: by how much it missed).
+        "slack_ns": None if not fmax else round(1e3 / top.clock_mhz - 1e3 / fmax, 3),
+        "fmax_by_clock": pnr["fmax_by_clock"], "critical_path": pnr["critical_path"],
+        "pll": top.pll.__dict__ if top.pll else None, "baud": top.baud,
+        "uart_divisor": top.divisor, "utilization": util,
+        "yosys_cells": stat["cells_by_type"],
+        "bitstream": str(out / "build" / bitstream.name),
+        "estimated": need,
+        # iCE40 logic cells (each one LUT4 and one flip-flop): nextpnr's "lut" count.
+        "estimated_logic_cells": b.logic_cells(Resources.from_dict(need)) if need else None,
+        "measured": measured,
+        "estimate_error": {k: (round((need[k] - measured[k]) / measured[k], 3)
+                               if measured[k] else None)
+                           for k in need} if need else None,
+    }
 
 
 # A static CMOS D flip-flop with reset and enable (Yosys counts no transistors for them).
