@@ -169,7 +169,8 @@ class SlidingWindow(wiring.Component):
         held = Signal(range(-2 * H - R, R + 1))      # completed rows not released
         avail = Signal(range(-2 * H - R, 2 * H + R + 1))  # completed rows of the read frame
         row_written = Signal()
-        released = Signal(range(H + 1))              # rows the reader releases this cycle
+        issue = Signal()                             # the reader issues its candidate
+        release_c = Signal(range(H + 1))             # rows the candidate releases when issued
         frame_read = Signal()                        # the reader finished a frame
 
         # Writer: image words into the circular buffer, row after row.
@@ -181,12 +182,17 @@ class SlidingWindow(wiring.Component):
             wp.data.eq(self.i.payload),
             wp.en.eq(self.i.valid & self.i.ready),
         ]
-        m.d.comb += row_written.eq(wp.en & (w_col == RW - 1))
+        w_col_last = Signal(init=RW == 1)               # w_col == RW - 1, as a register
+        m.d.comb += row_written.eq(wp.en & w_col_last)
         with m.If(wp.en):
             m.d.sync += [w_addr.eq(Mux(w_addr == R * RW - 1, 0, w_addr + 1)),
-                         w_col.eq(Mux(w_col == RW - 1, 0, w_col + 1))]
-        m.d.sync += [held.eq(held + row_written - released),
-                     avail.eq(avail + row_written - Mux(frame_read, H, 0))]
+                         w_col.eq(Mux(w_col_last, 0, w_col + 1)),
+                         w_col_last.eq(Mux(w_col_last, RW == 1, w_col == RW - 2))]
+        # Both sums from registers, the reader's issue choosing between them last (it is
+        # the latest signal here: the output's ready through the issue decision).
+        m.d.sync += [held.eq(Mux(issue, held + row_written - release_c,
+                                 held + row_written)),
+                     avail.eq(Mux(frame_read, avail + row_written - H, avail + row_written))]
 
         # Reader, stage 0: walk output pixels and their windows. The counters compute the
         # next window position and everything about it (read address, padding, the input
@@ -215,7 +221,6 @@ class SlidingWindow(wiring.Component):
         valid_c, pad_c, frame_c = Signal(), Signal(), Signal()
         addr_c = Signal.like(rp.addr)
         iy_c = Signal.like(iy)
-        release_c = Signal(range(H + 1))
         load = Signal()
 
         # Reader, stages 1 and 2: the word read (or the pad code), then a register after
@@ -223,7 +228,7 @@ class SlidingWindow(wiring.Component):
         # held under backpressure.
         valid1, pad1, valid2, pad2 = Signal(), Signal(), Signal(), Signal()
         # the writer has begun the frame being read (no padding is emitted ahead of a frame)
-        started, ready_c, advance, issue = Signal(), Signal(), Signal(), Signal()
+        started, ready_c, advance = Signal(), Signal(), Signal()
         # Whether the writer has begun the read frame and whether the candidate's row is
         # there, as registers from the bookkeeping one cycle before: compared in logic, the
         # row compare fed the issue and so every counter's enable (UP5K: 43.2 MHz). A stale
@@ -252,19 +257,36 @@ class SlidingWindow(wiring.Component):
             m.d.sync += [valid1.eq(ready_c), pad1.eq(pad_c),
                          valid2.eq(valid1), pad2.eq(pad1)]
 
+        # Every counter has a register saying that it is at its last value, kept with the
+        # counter, so that the carry from `load` through the window, pixel and row
+        # counters is an AND of registers, not a chain of equality compares (on CNV-w1a1
+        # the output's ready through `load` and three compares into the counters' enables
+        # was its deepest logic: seven LUT levels).
         inner = [(cw, CW), (kw, KW), (kh, KH)]
         if self._order is WindowOrder.C_KH_KW:
             inner = [(kw, KW), (kh, KH), (cw, CW)]
         carry = load
         for counter, count in inner:
+            last = Signal(init=count == 1, name=f"{counter.name}_last")
             with m.If(carry):
-                m.d.sync += counter.eq(Mux(counter == count - 1, 0, counter + 1))
-            carry = carry & (counter == count - 1)
+                m.d.sync += [counter.eq(Mux(last, 0, counter + 1)),
+                             last.eq(Mux(last, count == 1, counter == count - 2))]
+            carry = carry & last
         pixel_done = carry
-        row_done = pixel_done & (ox == self._out_w - 1)
-        frame_done = row_done & (oy == self._out_h - 1)
+        ox_last = Signal(init=self._out_w == 1)
+        oy_last = Signal(init=self._out_h == 1)
+        row_done = pixel_done & ox_last
+        frame_done = row_done & oy_last
+        # The rows released when the window moves down: up to the next window's first
+        # row, clamped to the image (``next_rel``, a register kept with ``lo_row``).
         next_lo = lo_row + SH
-        next_rel = Mux(next_lo < 0, 0, Mux(next_lo > H, H, next_lo))
+
+        def clamp(row):
+            if isinstance(row, int):
+                return min(max(row, 0), H)
+            return Mux(row < 0, 0, Mux(row > H, H, row))
+
+        next_rel = Signal(range(H + 1), init=clamp(-top + SH))
         with m.If(load):
             m.d.sync += [valid_c.eq(1), pad_c.eq(pad), iy_c.eq(iy), frame_c.eq(frame_done),
                          addr_c.eq(_times(slot, RW) + _times(ix, CW) + cw),
@@ -274,19 +296,21 @@ class SlidingWindow(wiring.Component):
         # those become `always @*` blocks that Icarus in SystemVerilog mode never runs
         # when their inputs settle at time 0, and their X would then stick in `held`/`avail`.
         # A candidate's rows are released when it is issued, not when it is computed.
-        m.d.comb += [frame_read.eq(issue & frame_c),
-                     released.eq(Mux(issue, release_c, 0))]
+        m.d.comb += frame_read.eq(issue & frame_c)
         with m.If(pixel_done):
-            m.d.sync += [ox.eq(ox + 1), x0.eq(x0 + SW)]
+            m.d.sync += [ox.eq(ox + 1), x0.eq(x0 + SW), ox_last.eq(ox == self._out_w - 2)]
             with m.If(row_done):
-                m.d.sync += [ox.eq(0), x0.eq(-left)]
+                m.d.sync += [ox.eq(0), x0.eq(-left), ox_last.eq(self._out_w == 1)]
                 with m.If(frame_done):
                     new_frame_slot = _add_mod(frame_slot, H, R)
                     m.d.sync += [oy.eq(0), lo_row.eq(-top), rel.eq(0),
+                                 next_rel.eq(clamp(-top + SH)), oy_last.eq(self._out_h == 1),
                                  frame_slot.eq(new_frame_slot),
                                  lo_slot.eq(_add_mod(new_frame_slot, -top, R))]
                 with m.Else():
                     m.d.sync += [oy.eq(oy + 1), lo_row.eq(next_lo), rel.eq(next_rel),
+                                 next_rel.eq(clamp(next_lo + SH)),
+                                 oy_last.eq(oy == self._out_h - 2),
                                  lo_slot.eq(_add_mod(lo_slot, SH, R))]
         return m
 
