@@ -22,7 +22,7 @@ CNV-w1a1 ran at 11,399 cycles per frame where its plan said 10,368.)
 
 import enum
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -176,8 +176,11 @@ class SlidingWindow(wiring.Component):
         # Writer: image words into the circular buffer, row after row.
         w_addr = Signal(range(R * RW))
         w_col = Signal(range(RW))
+        # `held < R` as a register kept with `held`, so that a word's write does not wait
+        # for the compare.
+        room = Signal(init=1)
         m.d.comb += [
-            self.i.ready.eq(held < R),
+            self.i.ready.eq(room),
             wp.addr.eq(w_addr),
             wp.data.eq(self.i.payload),
             wp.en.eq(self.i.valid & self.i.ready),
@@ -188,11 +191,16 @@ class SlidingWindow(wiring.Component):
             m.d.sync += [w_addr.eq(Mux(w_addr == R * RW - 1, 0, w_addr + 1)),
                          w_col.eq(Mux(w_col_last, 0, w_col + 1)),
                          w_col_last.eq(Mux(w_col_last, RW == 1, w_col == RW - 2))]
-        # Both sums from registers, the reader's issue choosing between them last (it is
-        # the latest signal here: the output's ready through the issue decision).
-        m.d.sync += [held.eq(Mux(issue, held + row_written - release_c,
-                                 held + row_written)),
-                     avail.eq(Mux(frame_read, avail + row_written - H, avail + row_written))]
+        # Every sum the bookkeeping can take is computed from registers, and the late
+        # signals choose among them last: whether a row completes now, then the reader's
+        # issue (the output's ready through the issue decision).
+        def choose(late, value, step, then=lambda v: v):
+            return Mux(late, Mux(row_written, then(value + 1 - step), then(value - step)),
+                       Mux(row_written, then(value + 1), then(value)))
+
+        m.d.sync += [held.eq(choose(issue, held, release_c)),
+                     room.eq(choose(issue, held, release_c, lambda v: v < R)),
+                     avail.eq(choose(frame_read, avail, H))]
 
         # Reader, stage 0: walk output pixels and their windows. The counters compute the
         # next window position and everything about it (read address, padding, the input
@@ -265,18 +273,22 @@ class SlidingWindow(wiring.Component):
         inner = [(cw, CW), (kw, KW), (kh, KH)]
         if self._order is WindowOrder.C_KH_KW:
             inner = [(kw, KW), (kh, KH), (cw, CW)]
-        carry = load
+        # Each counter's enable is `load` and a product of those registers (`below`: every
+        # counter inside this one at its last value), and what a register loads depends on
+        # registers only: written as nested conditions (pixel, then row, then frame done),
+        # each condition was a mux level after `load` (the same seven levels).
+        below = Const(1)
         for counter, count in inner:
             last = Signal(init=count == 1, name=f"{counter.name}_last")
-            with m.If(carry):
+            with m.If(load & below):
                 m.d.sync += [counter.eq(Mux(last, 0, counter + 1)),
                              last.eq(Mux(last, count == 1, counter == count - 2))]
-            carry = carry & last
-        pixel_done = carry
+            below = below & last
         ox_last = Signal(init=self._out_w == 1)
         oy_last = Signal(init=self._out_h == 1)
-        row_done = pixel_done & ox_last
-        frame_done = row_done & oy_last
+        pixel_last = below                          # the window's last word
+        row_last = pixel_last & ox_last             # ... of the row's last pixel
+        frame_last = row_last & oy_last             # ... of the frame's last row
         # The rows released when the window moves down: up to the next window's first
         # row, clamped to the image (``next_rel``, a register kept with ``lo_row``).
         next_lo = lo_row + SH
@@ -288,30 +300,30 @@ class SlidingWindow(wiring.Component):
 
         next_rel = Signal(range(H + 1), init=clamp(-top + SH))
         with m.If(load):
-            m.d.sync += [valid_c.eq(1), pad_c.eq(pad), iy_c.eq(iy), frame_c.eq(frame_done),
+            m.d.sync += [valid_c.eq(1), pad_c.eq(pad), iy_c.eq(iy), frame_c.eq(frame_last),
                          addr_c.eq(_times(slot, RW) + _times(ix, CW) + cw),
-                         release_c.eq(Mux(frame_done, H - rel,
-                                          Mux(row_done, next_rel - rel, 0)))]
+                         release_c.eq(Mux(frame_last, H - rel,
+                                          Mux(row_last, next_rel - rel, 0)))]
         # Whole-signal combinational assignments (Verilog `assign`), not ones under `If`:
         # those become `always @*` blocks that Icarus in SystemVerilog mode never runs
         # when their inputs settle at time 0, and their X would then stick in `held`/`avail`.
         # A candidate's rows are released when it is issued, not when it is computed.
         m.d.comb += frame_read.eq(issue & frame_c)
-        with m.If(pixel_done):
-            m.d.sync += [ox.eq(ox + 1), x0.eq(x0 + SW), ox_last.eq(ox == self._out_w - 2)]
-            with m.If(row_done):
-                m.d.sync += [ox.eq(0), x0.eq(-left), ox_last.eq(self._out_w == 1)]
-                with m.If(frame_done):
-                    new_frame_slot = _add_mod(frame_slot, H, R)
-                    m.d.sync += [oy.eq(0), lo_row.eq(-top), rel.eq(0),
-                                 next_rel.eq(clamp(-top + SH)), oy_last.eq(self._out_h == 1),
-                                 frame_slot.eq(new_frame_slot),
-                                 lo_slot.eq(_add_mod(new_frame_slot, -top, R))]
-                with m.Else():
-                    m.d.sync += [oy.eq(oy + 1), lo_row.eq(next_lo), rel.eq(next_rel),
-                                 next_rel.eq(clamp(next_lo + SH)),
-                                 oy_last.eq(oy == self._out_h - 2),
-                                 lo_slot.eq(_add_mod(lo_slot, SH, R))]
+        with m.If(load & pixel_last):
+            m.d.sync += [ox.eq(Mux(ox_last, 0, ox + 1)),
+                         x0.eq(Mux(ox_last, -left, x0 + SW)),
+                         ox_last.eq(Mux(ox_last, self._out_w == 1, ox == self._out_w - 2))]
+        with m.If(load & row_last):
+            new_frame_slot = _add_mod(frame_slot, H, R)
+            m.d.sync += [oy.eq(Mux(oy_last, 0, oy + 1)),
+                         lo_row.eq(Mux(oy_last, -top, next_lo)),
+                         rel.eq(Mux(oy_last, 0, next_rel)),
+                         next_rel.eq(Mux(oy_last, clamp(-top + SH), clamp(next_lo + SH))),
+                         oy_last.eq(Mux(oy_last, self._out_h == 1, oy == self._out_h - 2)),
+                         lo_slot.eq(Mux(oy_last, _add_mod(new_frame_slot, -top, R),
+                                        _add_mod(lo_slot, SH, R)))]
+        with m.If(load & frame_last):
+            m.d.sync += frame_slot.eq(new_frame_slot)
         return m
 
 
