@@ -332,6 +332,8 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
                 print(f"[qloom] ECP5 DSP blocks: {blocks} placed in lane order "
                       f"(qloom.flows.ecp5_dsp_place)", flush=True)
         netlist = moved
+    if not quiet:
+        _print_logic_depth(Path(netlist))
     argv = [f"yowasp-nextpnr-{family}", *nextpnr_device_args(family, device, package, speed),
             "--json", _rel(netlist, cwd), "--report", _rel(report, cwd), "--log", _rel(log, cwd),
             "--timing-allow-fail"]
@@ -350,6 +352,22 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
             argv += ["--textcfg", _rel(output, cwd)]
     return run_tool(f"nextpnr-{family} ({device})", argv, cwd, log.with_suffix(".stdout"),
                     quiet=quiet)
+
+
+def _print_logic_depth(netlist: Path, top: int = 20):
+    """Before routing: the deepest logic of ``netlist`` on one line, its ``top`` paths in
+    ``<name>.logic_depth.txt`` beside it (see :mod:`qloom.flows.logic_depth`)."""
+    from .logic_depth import deepest_paths
+    paths = deepest_paths(netlist, top=top)
+    if not paths:
+        return
+    report = netlist.with_name(netlist.name.split(".")[0] + ".logic_depth.txt")
+    report.write_text("".join(f"{p.ns:6.2f} ns {p.levels:3d} levels  {p.end}\n"
+                              f"        <- {' <- '.join(p.nets[1:])}\n" for p in paths))
+    worst = paths[0]
+    print(f"[qloom] deepest logic before routing: {worst.levels} levels, about "
+          f"{worst.ns:.1f} ns at 0.9 ns per routed connection, into {worst.end} "
+          f"(paths in {report.name})", flush=True)
 
 
 def read_stat(path: Path, family: str, module: str | None = None) -> dict:

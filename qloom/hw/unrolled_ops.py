@@ -92,8 +92,11 @@ class RequantOp:
         q_hi = (in_node.hi << in_shift) >> spec.shift
         self.q_bits = _shape(q_lo - 1, q_hi).bits
         self.clamp_lo, self.clamp_hi = q_lo - 1 < spec.lo, q_hi > spec.hi
-        self.luts = (self.q_bits * (self.half_even + self.clamp_lo + self.clamp_hi)
-                     + _shape(spec.lo, spec.hi).bits)
+        # The tie fix's subtraction, the clamp's compares (twice with the tie fix: on q
+        # and on q - 1, see build) and the output's selects.
+        self.luts = (self.q_bits * (self.half_even + (1 + self.half_even)
+                                    * (self.clamp_lo + self.clamp_hi))
+                     + (1 + self.half_even) * _shape(spec.lo, spec.hi).bits)
 
     def evaluate(self, v):
         q = v >> self.shift
@@ -104,16 +107,25 @@ class RequantOp:
 
     def build(self, v: Value) -> Value:
         q = v >> self.shift
-        if self.half_even:
-            tie = v.as_unsigned()[:self.shift] == 0
-            q = q - (tie & q[0])
-        # Both compares read ``q`` (not one the other's result): one level, not two.
-        out = q
-        if self.clamp_hi:
-            out = Mux(q > self.hi, self.hi, out)
-        if self.clamp_lo:
-            out = Mux(q < self.lo, self.lo, out)
-        return out
+
+        def clamped(x, adjust):
+            # The clamp of ``x = q - adjust``, its compares on ``q`` against constants
+            # moved by ``adjust``: every compare reads ``q`` (not one the other's result,
+            # nor the tie fix's subtraction), so they run beside each other.
+            out = x
+            if self.clamp_hi:
+                out = Mux(q > self.hi + adjust, self.hi, out)
+            if self.clamp_lo:
+                out = Mux(q < self.lo + adjust, self.lo, out)
+            return out
+
+        if not self.half_even:
+            return clamped(q, 0)
+        # The tie fix (q - 1 on a tie at an odd q) chooses last between both clamps: the
+        # jet tagger's first layer had the tie's LUT tree, the subtraction, a compare and
+        # the select in series (14 cells, the deepest logic of its unrolled chain).
+        tie = v.as_unsigned()[:self.shift] == 0
+        return Mux(tie & q[0], clamped(q - 1, 1), clamped(q, 0))
 
 
 class ThresholdOp:

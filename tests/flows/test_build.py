@@ -115,9 +115,13 @@ def test_icebreaker_bitstream(tmp_path, capsys):
     assert report["utilization"]["cells"]["ICESTORM_PLL"]["used"] == 1
     assert (out / "build" / "board_top.yosys.log").is_file()
     assert (out / "build" / "board_top.nextpnr.log").is_file()
+    # The deepest logic, before routing (qloom.flows.logic_depth): its paths beside the logs.
+    depth = (out / "build" / "board_top.logic_depth.txt").read_text().splitlines()
+    assert len(depth) == 2 * 20 and " levels " in depth[0] and depth[1].lstrip().startswith("<-")
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
     progress = capsys.readouterr().out
-    for step in ("yosys synth_ice40: done in", "nextpnr-ice40 (iCE40UP5K): done in",
+    for step in ("deepest logic before routing:", "board_top.logic_depth.txt",
+                 "yosys synth_ice40: done in", "nextpnr-ice40 (iCE40UP5K): done in",
                  "icepack: done in", f"timing met, slack +{report['slack_ns']:.2f} ns"):
         assert step in progress
 
