@@ -467,8 +467,14 @@ class UnrolledChain(wiring.Component):
                      release.eq(self.o.valid & self.o.ready)]
         m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1])
                                            for k in range(1, d.stages)]
-        count_next = count + take - release
-        m.d.sync += [count.eq(count_next), ready.eq(count_next < depth)]
+        # Every count it can take, and whether it leaves room, from the register; the late
+        # bits (take, release: the output's ready) choose last (as a sum and a compare in
+        # series, the jet tagger's deepest logic once its requantization was parallel).
+        def choose(f):
+            return Mux(take, Mux(release, f(count), f(count + 1)),
+                       Mux(release, f(count - 1), f(count)))
+
+        m.d.sync += [count.eq(choose(lambda c: c)), ready.eq(choose(lambda c: c < depth))]
         direct = ~fifo.r_rdy
         m.d.comb += [fifo.w_data.eq(word), fifo.w_en.eq(valid[-1] & ~(direct & self.o.ready)),
                      self.o.valid.eq(fifo.r_rdy | valid[-1]), fifo.r_en.eq(self.o.ready),
