@@ -265,18 +265,15 @@ class SlidingWindow(wiring.Component):
             m.d.sync += [valid1.eq(ready_c), pad1.eq(pad_c),
                          valid2.eq(valid1), pad2.eq(pad1)]
 
-        # Every counter has a register saying that it is at its last value, kept with the
-        # counter, so that the carry from `load` through the window, pixel and row
-        # counters is an AND of registers, not a chain of equality compares (on CNV-w1a1
-        # the output's ready through `load` and three compares into the counters' enables
-        # was its deepest logic: seven LUT levels).
+        # Every counter keeps a register saying that it is at its last value. Each
+        # counter's enable is `load` and a product of those registers (`below`: every
+        # counter inside this one at its last value), and what any register here loads
+        # depends on registers only. With equality compares chained after `load` and
+        # nested pixel/row/frame conditions (a mux level each), the output's ready through
+        # `load` into the counters was CNV-w1a1's deepest logic: seven LUT levels.
         inner = [(cw, CW), (kw, KW), (kh, KH)]
         if self._order is WindowOrder.C_KH_KW:
             inner = [(kw, KW), (kh, KH), (cw, CW)]
-        # Each counter's enable is `load` and a product of those registers (`below`: every
-        # counter inside this one at its last value), and what a register loads depends on
-        # registers only: written as nested conditions (pixel, then row, then frame done),
-        # each condition was a mux level after `load` (the same seven levels).
         below = Const(1)
         for counter, count in inner:
             last = Signal(init=count == 1, name=f"{counter.name}_last")
