@@ -103,15 +103,8 @@ def _net_names(mod: dict) -> dict:
     return {bit: v[1] for bit, v in best.items()}
 
 
-def deepest_paths(netlist, *, hop_ns: float = 0.9, top: int = 20,
-                  module: str | None = None) -> list[LogicPath]:
-    """The ``top`` longest paths (one per endpoint net name) of the Yosys JSON netlist
-    ``netlist`` (a path or its parsed dict), longest first."""
-    if not isinstance(netlist, dict):
-        netlist = json.loads(Path(netlist).read_text())
-    mod = _top_module(netlist, module)
-    cells = mod["cells"]
-    names = _net_names(mod)
+def _drivers(cells: dict) -> dict:
+    """bit -> (cell name, output port) driving it."""
     driver = {}
     for cname, cell in cells.items():
         for port, bits in cell["connections"].items():
@@ -119,55 +112,67 @@ def deepest_paths(netlist, *, hop_ns: float = 0.9, top: int = 20,
                 for bit in bits:
                     if isinstance(bit, int):
                         driver[bit] = (cname, port)
+    return driver
 
-    def sequential(cell):
-        return cell["type"].startswith(_SEQUENTIAL)
 
-    arrival = {}       # bit -> (ns, levels, previous bit)
-    def visit(bit):
-        # Iterative depth-first: carry chains are thousands of cells long.
-        stack = [bit]
-        while stack:
-            b = stack[-1]
-            if b in arrival:
-                stack.pop()
-                continue
-            if b not in driver:
-                arrival[b] = (0.0, 0, None)
-                stack.pop()
-                continue
-            cname, port = driver[b]
-            cell = cells[cname]
-            if sequential(cell):
-                arrival[b] = (_source_delay(cell), 0, None)
-                stack.pop()
-                continue
-            inputs = [(p, x) for p, xs in cell["connections"].items()
-                      if cell["port_directions"].get(p) == "input"
-                      for x in xs if isinstance(x, int)]
-            if cell["type"] == "TRELLIS_DPR16X4":      # its read: the address only
-                inputs = [(p, x) for p, x in inputs if p.startswith("RAD")]
-            waiting = [x for _, x in inputs if x not in arrival]
-            if waiting:
-                stack.extend(waiting)
-                continue
-            best = (0.0, 0, None)
-            for p, x in inputs:
-                ns = arrival[x][0] + (0.0 if p in _CARRY_PORTS else hop_ns) \
-                    + _cell_delay(cell, p, port)
-                if ns > best[0]:
-                    best = (ns, arrival[x][1] + 1, x)
-            arrival[b] = best
+def _sequential(cell: dict) -> bool:
+    return cell["type"].startswith(_SEQUENTIAL)
+
+
+def _arrive(bit, cells: dict, driver: dict, arrival: dict, hop_ns: float):
+    """Fill ``arrival[b] = (ns, levels, previous bit)`` for ``bit`` and the cone behind it,
+    depth first without recursion (carry chains are thousands of cells long)."""
+    stack = [bit]
+    while stack:
+        b = stack[-1]
+        if b in arrival:
             stack.pop()
+            continue
+        if b not in driver:
+            arrival[b] = (0.0, 0, None)
+            stack.pop()
+            continue
+        cname, port = driver[b]
+        cell = cells[cname]
+        if _sequential(cell):
+            arrival[b] = (_source_delay(cell), 0, None)
+            stack.pop()
+            continue
+        inputs = [(p, x) for p, xs in cell["connections"].items()
+                  if cell["port_directions"].get(p) == "input"
+                  for x in xs if isinstance(x, int)]
+        if cell["type"] == "TRELLIS_DPR16X4":      # its read: the address only
+            inputs = [(p, x) for p, x in inputs if p.startswith("RAD")]
+        waiting = [x for _, x in inputs if x not in arrival]
+        if waiting:
+            stack.extend(waiting)
+            continue
+        best = (0.0, 0, None)
+        for p, x in inputs:
+            ns = arrival[x][0] + (0.0 if p in _CARRY_PORTS else hop_ns) \
+                + _cell_delay(cell, p, port)
+            if ns > best[0]:
+                best = (ns, arrival[x][1] + 1, x)
+        arrival[b] = best
+        stack.pop()
 
-    ends = []
+
+def deepest_paths(netlist, *, hop_ns: float = 0.9, top: int = 20,
+                  module: str | None = None) -> list[LogicPath]:
+    """The ``top`` longest paths (one per endpoint net name) of the Yosys JSON netlist
+    ``netlist`` (a path or its parsed dict), longest first."""
+    if not isinstance(netlist, dict):
+        netlist = json.loads(Path(netlist).read_text())
+    mod = _top_module(netlist, module)
+    cells, names = mod["cells"], _net_names(mod)
+    driver, arrival, ends = _drivers(cells), {}, []
     for cell in cells.values():
-        if not sequential(cell) or cell["type"].startswith(("TRELLIS_IO", "SB_IO")):
+        if not _sequential(cell) or cell["type"].startswith(("TRELLIS_IO", "SB_IO")):
             continue
         for port in _endpoint_ports(cell):
             for bit in cell["connections"].get(port, []):
                 if isinstance(bit, int):
-                    visit(bit)
+                    _arrive(bit, cells, driver, arrival, hop_ns)
                     ns, levels, _ = arrival[bit]
                     ends.append((ns + hop_ns + _SETUP_NS, levels, bit))
     ends.sort(key=lambda e: -e[0])
