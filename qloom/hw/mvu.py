@@ -98,6 +98,33 @@ def operand_register(multipliers: bool, family) -> bool:
     return multipliers or family is Family.ECP5
 
 
+# PEs that read one register copy of the input word (``MVU._elaborate_operands``).
+OPERAND_PES = 4
+
+
+def operand_groups(pe: int) -> int:
+    """The register copies of a pipelined MVU's input word: one per ``OPERAND_PES`` PEs."""
+    return -(-pe // OPERAND_PES)
+
+
+def operand_copy_registers(*, pe: int, word_bits: int, buffered: bool,
+                           buffer_copies: bool) -> int:
+    """The flip-flops of the input word's operand registers: per group of PEs the stream's
+    word and the choice (and, with ``buffer_copies``, the buffer's word); a block RAM
+    buffer's word (``buffered`` and not ``buffer_copies``) once."""
+    groups = operand_groups(pe)
+    if not buffered:
+        return groups * word_bits
+    return groups * (word_bits + 1) + word_bits * (groups if buffer_copies else 1)
+
+
+def thresholds_fetch(fused: bool, nf: int, sf: int, thresholds_block: bool) -> bool:
+    """Whether fused thresholds outside block RAM are read from a register of their fold
+    counter: when there is more than one fold to read and sums come two or more cycles
+    apart (SF >= 2), so that the register equals the counter when it is read."""
+    return fused and nf > 1 and sf >= 2 and not thresholds_block
+
+
 def fetch_register(weights_in_logic: bool, register_operands: bool) -> bool:
     """Whether a pipelined MVU addresses its memories from a register of its own, a cycle
     after issue: when its weights are a ROM in logic. Otherwise the synthesis tools build
@@ -331,6 +358,20 @@ class MVU(wiring.Component):
         return fetch_register(self._ram_style is RamStyle.DISTRIBUTED, self._register_operands)
 
     @property
+    def thresholds_fetch(self) -> bool:
+        """Whether fused thresholds in logic are read from a register of their fold
+        counter (``thresholds_fetch``)."""
+        return thresholds_fetch(self._table is not None, self.neuron_folds,
+                                self.synapse_folds, self._threshold_ram_style is RamStyle.BLOCK)
+
+    @property
+    def buffer_copies(self) -> bool:
+        """Whether the input buffer's word gets a register per group of PEs (``x`` in
+        ``_elaborate_operands``): when the buffer is in logic or distributed RAM, whose
+        read data no block holds in a register of its own."""
+        return self._buffer_ram_style in (RamStyle.DISTRIBUTED, RamStyle.LUTRAM)
+
+    @property
     def bank_stages(self) -> int:
         """Cycles the weights take beyond a read port's one when they are in banks
         (``BankedRom``)."""
@@ -375,7 +416,8 @@ class MVU(wiring.Component):
 
     def _elaborate_operands(self, m, w_port, w_layout, issue, s_fold, s_last, from_stream):
         """The weight word and the input word (from the stream or the buffer) of each
-        issued step, with the pipeline tag that travels beside them: ``(w, x, tag)``."""
+        issued step, with the pipeline tag that travels beside them: ``(w, x, tag)``, ``x``
+        one input word per PE (equal words, copies of each other's registers)."""
         nf, sf = self.neuron_folds, self.synapse_folds
         issued = {"valid": issue, "first": s_fold == 0, "last": s_last}
         tag = _Tag({key: Signal(name=f"issue_{key}") for key in issued}, "issue", issued)
@@ -418,32 +460,54 @@ class MVU(wiring.Component):
         for wait in waits:
             rows = [[x_reg]] + ([[x_buffered]] if x_buffered is not None else [])
             regs, tag = self._stage(m, wait, rows, tag, extra={"from_stream": x_from_stream})
-            x_reg, x_from_stream = regs[0][0], tag.pop("from_stream")
+            x_reg, x_from_stream = in_layout(regs[0][0]), tag.pop("from_stream")
             if x_buffered is not None:
-                x_buffered = regs[1][0]
+                x_buffered = in_layout(regs[1][0])
         w = w_layout(w_port.data)
-        x = x_reg
-        if self._register_operands:
-            # The memories' read data go straight into the operand registers, the input
-            # buffer's beside the stream's and the choice after them: nothing but a
-            # register follows a block RAM read, which the ECP5 block can then hold itself
-            # (qloom.flows.ecp5_outreg; the mux behind the buffer's block RAM cost
-            # TFC-w2a2 1.5 ns of 9.1 at 150 MHz).
-            rows = [[w], [x]] + ([[x_buffered]] if x_buffered is not None else [])
-            regs, tag = self._stage(m, "operand", rows, tag, extra={"from_stream":
-                                                                     x_from_stream})
-            w, x = w_layout(regs[0][0]), in_layout(regs[1][0])
-            x_from_stream = tag.pop("from_stream")
-            if x_buffered is not None:
-                x_buffered = in_layout(regs[2][0])
-        if x_buffered is not None:
-            # One signal, not a Mux expression: a view over an expression writes the
-            # expression again for every lane that reads it (SIMD x PE copies).
-            x_sel = Signal(in_layout, name="x_sel")
-            m.d.comb += Value.cast(x_sel).eq(Mux(x_from_stream, Value.cast(x),
-                                                 Value.cast(x_buffered)))
-            x = x_sel
-        return w, x, tag
+        if not self._register_operands:
+            return w, [self._chosen(m, x_reg, x_buffered, x_from_stream, "")] * self._pe, tag
+        # The memories' read data go straight into the operand registers, the input
+        # buffer's beside the stream's and the choice after them: nothing but a register
+        # follows a block RAM read, which the ECP5 block can then hold itself
+        # (qloom.flows.ecp5_outreg; the mux behind the buffer's block RAM cost TFC-w2a2
+        # 1.5 ns of 9.1 at 150 MHz). The input words (and the choice) are registered once
+        # per group of PEs (``operand_groups``), each copy near its PEs: one register read
+        # by all 16 PEs of CNV-w1a1's Conv_3 was its ECP5 critical path (14 ns of route to
+        # a PE 30 rows away). A block RAM buffer's word keeps one register, in the block.
+        shared = x_buffered is not None and not self.buffer_copies
+        rows = [[w]] + ([[x_buffered]] if shared else [])
+        regs, tag = self._stage(m, "operand", rows, tag)
+        w = w_layout(regs[0][0])
+        xs = []
+        for group in range(operand_groups(self._pe)):
+            x = self._copy(m, x_reg, f"operand_x{group}")
+            from_stream = self._copy(m, x_from_stream, f"operand_from_stream{group}")
+            buffered = (in_layout(regs[1][0]) if shared else
+                        None if x_buffered is None else
+                        self._copy(m, x_buffered, f"operand_buffered{group}"))
+            x = self._chosen(m, x, buffered, from_stream, str(group))
+            xs += [x] * OPERAND_PES
+        return w, xs[:self._pe], tag
+
+    @staticmethod
+    def _copy(m, value, name):
+        """A register of ``value`` that synthesis keeps apart from its equal copies."""
+        reg = Signal.like(value, name=name, reset_less=True, attrs={"keep": 1})
+        m.d.sync += Value.cast(reg).eq(value)
+        return reg
+
+    @staticmethod
+    def _chosen(m, x, x_buffered, from_stream, suffix):
+        """The stream's word ``x`` or (when there is a buffer) the buffer's, by
+        ``from_stream``."""
+        if x_buffered is None:
+            return x
+        # One signal, not a Mux expression: a view over an expression writes the
+        # expression again for every lane that reads it (SIMD x PE copies).
+        x_sel = Signal.like(x, name=f"x_sel{suffix}")
+        m.d.comb += Value.cast(x_sel).eq(Mux(from_stream, Value.cast(x),
+                                             Value.cast(x_buffered)))
+        return x_sel
 
     def _elaborate_dsp_feed(self, m, w, x) -> dict:
         """The lanes on ECP5 DSP blocks: lane -> the block's product.
@@ -461,7 +525,7 @@ class MVU(wiring.Component):
         if self._dsp_primitive:
             for lane in range(self._dsp_count):
                 p, s = divmod(lane, self._simd)
-                a, b = w[p][s], x[s]
+                a, b = w[p][s], x[p][s]
                 for k in range(DSP_FEED):
                     a_reg = Signal.like(Value.cast(a), name=f"to_dsp{lane}_a{k}",
                                         reset_less=True)
@@ -488,7 +552,7 @@ class MVU(wiring.Component):
         if xnor:
             # A PE's XNORs as one vector (a signal per PE, not one per lane: the Verilog
             # of a CNV layer was 2.7 MB of per-lane assignments); its bits are the terms.
-            terms = [[~(Value.cast(w[p]) ^ Value.cast(x))] for p in range(self._pe)]
+            terms = [[~(Value.cast(w[p]) ^ Value.cast(x[p]))] for p in range(self._pe)]
         for lane in range(0 if xnor else self._pe * self._simd):
             p, s = divmod(lane, self._simd)
             if lane in blocks:
@@ -497,10 +561,10 @@ class MVU(wiring.Component):
             elif (self._datapath is Datapath.MAC and lane >= self._dsp_count
                   and self._register_products):
                 parts = product_parts(Value.cast(w[p][s]).shape().width,
-                                      Value.cast(x[s]).shape().width)
-                terms[p] += partial_sums(w[p][s], x[s], parts)
+                                      Value.cast(x[p][s]).shape().width)
+                terms[p] += partial_sums(w[p][s], x[p][s], parts)
             else:
-                terms[p].append(self._product(w[p][s], x[s], lane))
+                terms[p].append(self._product(w[p][s], x[p][s], lane))
         if self._register_products:
             # Products of `*` lanes keep a reset: Yosys 0.70's ice40_dsp packs a reset-less
             # product register into one SB_MAC16 as its output register and into the
@@ -703,7 +767,15 @@ class MVU(wiring.Component):
         fold = Signal(range(self.neuron_folds))
         with m.If(done):
             m.d.sync += fold.eq(Mux(fold == self.neuron_folds - 1, 0, fold + 1))
-        m.d.comb += [port.addr.eq(fold), port.en.eq(1)]
+        addr = fold
+        if self.thresholds_fetch:
+            # Read from a register of ``fold`` (equal to it when read: sums come at least
+            # two cycles apart): from ``fold`` itself, synthesis built the ROM from the
+            # fold's increment (CNV-w1a1's Conv_4: increment -> 4 LUT levels of ROM ->
+            # register, the deepest logic of the design).
+            addr = Signal.like(fold, name="thresholds_addr")
+            m.d.sync += addr.eq(fold)
+        m.d.comb += [port.addr.eq(addr), port.en.eq(1)]
         held = [Signal.like(total, name=f"held{p}") for p, total in enumerate(sums)]
         held_valid = Signal()
         read = port.data
@@ -870,10 +942,11 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                                   weight_columns=weight_columns)
     operands = pipeline and operand_register(path is Datapath.MAC, family)
     if operands:
-        # The weights (a one-word memory's are constants: see memory_cost) and the stream's
-        # input word; with later neuron folds also the buffer's (chosen after the register).
+        # The weights (a one-word memory's are constants: see memory_cost) and the input
+        # word's copies; with later neuron folds also the buffer's (chosen after them).
         f.add("ff", "operands", (word_bits if nf * sf > 1 else 1)
-              + simd * in_type.bits * (2 if nf > 1 else 1))
+              + operand_copy_registers(pe=pe, word_bits=simd * in_type.bits,
+                                       buffered=nf > 1, buffer_copies=not buffer_block))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
           + tag_copy_registers(pe, acc_bits, chained=pipeline))
@@ -892,6 +965,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
         f.add_memory("thresholds", memory_cost(nf, pe * lane, family, thresholds_block),
                      bits=mh * lane)
+        if thresholds_fetch(True, nf, sf, thresholds_block):
+            f.add("ff", "fetch", (nf - 1).bit_length())
     # The registers on the way from the memories, and the output queue (in logic: a few
     # words read asynchronously) with its credit.
     fetch = fetch_register(not (weights_block or weights_spram), operands)

@@ -94,18 +94,23 @@ class MaxPool(wiring.Component):
         taps = self._kernel ** 2
         word = swg.o.payload
         best = Signal.like(word)        # running maximum of the window words so far
+        # Whether the word is the window's first or last, as registers kept with the tap
+        # counter: the compare of the counter ahead of the window's ready was a LUT level
+        # of CNV-w1a1's deepest logic (ready -> the window's issue -> its counters).
         tap = Signal(range(taps))
-        last = tap == taps - 1
+        first, last = Signal(init=1), Signal(init=taps == 1)
         reduced = Signal.like(word)     # maximum including the current word
         for lane in range(self._lanes):
             m.d.comb += reduced[lane].eq(
-                Mux((tap == 0) | (word[lane] > best[lane]), word[lane], best[lane]))
+                Mux(first | (word[lane] > best[lane]), word[lane], best[lane]))
 
         m.d.comb += swg.o.ready.eq(~last | ~self.o.valid | self.o.ready)
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
         with m.If(swg.o.valid & swg.o.ready):
-            m.d.sync += [best.eq(reduced), tap.eq(tap + 1)]
+            m.d.sync += [best.eq(reduced), tap.eq(tap + 1), first.eq(0),
+                         last.eq(tap == taps - 2)]
             with m.If(last):
-                m.d.sync += [tap.eq(0), self.o.valid.eq(1), self.o.payload.eq(reduced)]
+                m.d.sync += [tap.eq(0), first.eq(1), last.eq(taps == 1),
+                             self.o.valid.eq(1), self.o.payload.eq(reduced)]
         return m

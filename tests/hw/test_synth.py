@@ -166,6 +166,33 @@ def test_register_copies_stay_apart(tmp_path, family):
     assert r.ff == 1 + 4 + 4 * 8
 
 
+def test_mvu_operand_copies_stay_apart(tmp_path):
+    """An MVU of 8 PEs registers its input word once per 4 PEs (``operand_groups``), the
+    stream's and the distributed buffer's word and the choice, and Yosys keeps the copies
+    apart (not merged back into one register that every PE reads)."""
+    import numpy as np
+    from qloom.hw.mvu import MVU, operand_copy_registers, operand_groups
+    from qloom.hw.weight_mem import RamStyle
+    from qloom.nn.dtypes import BIPOLAR
+    weights = np.random.default_rng(0).choice([-1, 1], size=(16, 32))
+    dut = MVU(weights=weights, w_type=BIPOLAR, in_type=BIPOLAR, pe=8, simd=16,
+              buffer_ram_style=RamStyle.LUTRAM, register_operands=True)
+    assert dut.buffer_copies and operand_groups(8) == 2
+    synthesize(dut, family="ecp5", build_dir=tmp_path, progress=False)
+    netlist = json.loads((tmp_path / "top.json").read_text())
+    copies = {}
+    for module in netlist["modules"].values():
+        for name, net in module["netnames"].items():
+            for key in ("operand_x", "operand_buffered", "operand_from_stream"):
+                for group in range(2):
+                    if name.split(".")[-1] == f"{key}{group}":
+                        copies[key, group] = tuple(net["bits"])
+    assert len(copies) == 6, sorted(copies)
+    bits = [bit for word in copies.values() for bit in word]
+    assert len(set(bits)) == len(bits) == operand_copy_registers(
+        pe=8, word_bits=16, buffered=True, buffer_copies=True)
+
+
 class OneWordRom(wiring.Component):
     """A one-word ROM read into a register, the register's word XORed into the output."""
     o: Out(24)
