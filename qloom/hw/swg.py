@@ -20,6 +20,7 @@ window waited at each frame's start for rows the layers before had to compute th
 CNV-w1a1 ran at 11,399 cycles per frame where its plan said 10,368.)
 """
 
+import dataclasses
 import enum
 
 from amaranth.hdl import Const, Module, Mux, Signal
@@ -145,13 +146,6 @@ class SlidingWindow(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        H, W = self._in_h, self._in_w
-        (KH, KW), (SH, SW) = self._kernel, self._stride
-        top, left, bottom, right = self._pads
-        CW = self._channels // self._simd   # words per pixel
-        RW = W * CW                          # words per image row
-        R = self.buffer_rows
-
         # The reader never reads a row the writer is writing (it reads completed rows; the
         # writer writes rows released a cycle before at the earliest), so a read-write
         # collision needs no handling (no_rw_check). Yosys honours that for a read port it
@@ -159,23 +153,44 @@ class SlidingWindow(wiring.Component):
         # emitted synchronous, the port kept its read-before-write emulation, a mux after
         # the block RAM that kept the block's own output register from the read (CNV-w1a1:
         # every line buffer's blocks without it).
-        m.submodules.mem = mem = Memory(shape=self.i.payload.shape(), depth=R * RW, init=[],
+        m.submodules.mem = mem = Memory(shape=self.i.payload.shape(),
+                                        depth=self.buffer_rows * self._row_words, init=[],
                                         attrs={"no_rw_check": 1})
-        wp = mem.write_port()
-        rp = mem.read_port(domain="comb")
+        rows, candidate = self._shared_signals(mem)
+        self._elaborate_writer(m, mem.write_port(), rows)
+        self._elaborate_reader(m, mem.read_port(domain="comb"), rows, candidate)
+        self._elaborate_walk(m, rows, candidate)
+        return m
 
-        # Row bookkeeping shared by writer and reader (signed: the reader may release rows
-        # the writer has not finished yet, e.g. rows a stride skips or the frame's last rows)
-        held = Signal(range(-2 * H - R, R + 1))      # completed rows not released
-        avail = Signal(range(-2 * H - R, 2 * H + R + 1))  # completed rows of the read frame
-        row_written = Signal()
-        issue = Signal()                             # the reader issues its candidate
-        release_c = Signal(range(H + 1))             # rows the candidate releases when issued
-        frame_read = Signal()                        # the reader finished a frame
+    @property
+    def _row_words(self) -> int:
+        """Words per image row."""
+        return self._in_w * self._channels // self._simd
 
-        # Writer: image words into the circular buffer, row after row.
+    def _shared_signals(self, mem):
+        """The signals the writer, the reader and the window walk share: the row
+        bookkeeping (``_Rows``) and the reader's next window position (``_Candidate``)."""
+        H, (KH, _), top = self._in_h, self._kernel, self._pads[0]
+        R = self.buffer_rows
+        # Signed: the reader may release rows the writer has not finished yet, e.g. rows a
+        # stride skips or the frame's last rows.
+        rows = _Rows(held=Signal(range(-2 * H - R, R + 1)),
+                     avail=Signal(range(-2 * H - R, 2 * H + R + 1)),
+                     row_written=Signal(), w_col=Signal(range(self._row_words)),
+                     issue=Signal(), release_c=Signal(range(H + 1)), frame_read=Signal())
+        iy = Signal(range(-top, H + self._pads[2] + KH))
+        candidate = _Candidate(valid=Signal(name="valid_c"), pad=Signal(name="pad_c"),
+                               frame=Signal(name="frame_c"),
+                               addr=Signal(range(mem.depth), name="addr_c"),
+                               iy=Signal.like(iy, name="iy_c"), load=Signal(), next_iy=iy)
+        return rows, candidate
+
+    def _elaborate_writer(self, m, wp, rows):
+        """Image words into the circular buffer, row after row, and the row bookkeeping
+        (``held``, ``avail``) that the writer's rows and the reader's releases move."""
+        H, R, RW = self._in_h, self.buffer_rows, self._row_words
         w_addr = Signal(range(R * RW))
-        w_col = Signal(range(RW))
+        w_col = rows.w_col
         # `held < R` as a register kept with `held`, so that a word's write does not wait
         # for the compare.
         room = Signal(init=1)
@@ -186,54 +201,28 @@ class SlidingWindow(wiring.Component):
             wp.en.eq(self.i.valid & self.i.ready),
         ]
         w_col_last = Signal(init=RW == 1)               # w_col == RW - 1, as a register
-        m.d.comb += row_written.eq(wp.en & w_col_last)
+        m.d.comb += rows.row_written.eq(wp.en & w_col_last)
         with m.If(wp.en):
             m.d.sync += [w_addr.eq(Mux(w_addr == R * RW - 1, 0, w_addr + 1)),
                          w_col.eq(Mux(w_col_last, 0, w_col + 1)),
                          w_col_last.eq(Mux(w_col_last, RW == 1, w_col == RW - 2))]
+
         # Every sum the bookkeeping can take is computed from registers, and the late
         # signals choose among them last: whether a row completes now, then the reader's
         # issue (the output's ready through the issue decision).
         def choose(late, value, step, then=lambda v: v):
-            return Mux(late, Mux(row_written, then(value + 1 - step), then(value - step)),
-                       Mux(row_written, then(value + 1), then(value)))
+            return Mux(late, Mux(rows.row_written, then(value + 1 - step), then(value - step)),
+                       Mux(rows.row_written, then(value + 1), then(value)))
 
-        m.d.sync += [held.eq(choose(issue, held, release_c)),
-                     room.eq(choose(issue, held, release_c, lambda v: v < R)),
-                     avail.eq(choose(frame_read, avail, H))]
+        m.d.sync += [rows.held.eq(choose(rows.issue, rows.held, rows.release_c)),
+                     room.eq(choose(rows.issue, rows.held, rows.release_c, lambda v: v < R)),
+                     rows.avail.eq(choose(rows.frame_read, rows.avail, H))]
 
-        # Reader, stage 0: walk output pixels and their windows. The counters compute the
-        # next window position and everything about it (read address, padding, the input
-        # row it needs, the rows it releases) into the candidate registers (``*_c``); the
-        # candidate is issued when its row is there and the output can move, and the
-        # counters load the next one in the same cycle. So the issue decision compares
-        # registers only, and no path runs from the output's ready through the counters
-        # into the address (that path was 15 levels on the UP5K).
-        oy, ox = Signal(range(self._out_h)), Signal(range(self._out_w))
-        kh, kw, cw = Signal(range(KH)), Signal(range(KW)), Signal(range(CW))
-        lo_row = Signal(range(-top, H + bottom + 1), init=-top)   # first input row of the window
-        lo_slot = Signal(range(R), init=-top % R)         # its buffer slot
-        frame_slot = Signal(range(R))                     # buffer slot of the frame's row 0
-        x0 = Signal(range(-left, W + right + 1), init=-left)      # first input column of the window
-        rel = Signal(range(H + 1))                        # rows released this frame
-        iy = Signal(range(-top, H + bottom + KH))
-        ix = Signal(range(-left, W + right + KW))
-        slot = Signal(range(R))
-        pad = Signal()
-        m.d.comb += [
-            iy.eq(lo_row + kh),
-            ix.eq(x0 + kw),
-            slot.eq(Mux(lo_slot + kh >= R, lo_slot + kh - R, lo_slot + kh)),
-            pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
-        ]
-        valid_c, pad_c, frame_c = Signal(), Signal(), Signal()
-        addr_c = Signal.like(rp.addr)
-        iy_c = Signal.like(iy)
-        load = Signal()
-
-        # Reader, stages 1 and 2: the word read (or the pad code), then a register after
-        # the memory (on the ECP5 the block RAM's own, see qloom.flows.ecp5_outreg), both
-        # held under backpressure.
+    def _elaborate_reader(self, m, rp, rows, candidate):
+        """Issue the candidate when its row is there and the output can move; stages 1 and
+        2: the word read (or the pad code), then a register after the memory (on the ECP5
+        the block RAM's own, see qloom.flows.ecp5_outreg), both held under backpressure."""
+        avail, c = rows.avail, candidate
         valid1, pad1, valid2, pad2 = Signal(), Signal(), Signal(), Signal()
         # the writer has begun the frame being read (no padding is emitted ahead of a frame)
         started, ready_c, advance = Signal(), Signal(), Signal()
@@ -244,26 +233,64 @@ class SlidingWindow(wiring.Component):
         # `avail` drops by H, is an issue that clears both (one bubble per frame). A loaded
         # candidate's row is compared as it is loaded, so issues run back to back.
         row_there = Signal()
-        m.d.sync += started.eq(((avail > 0) | ((avail == 0) & (w_col != 0))) & ~frame_read)
-        with m.If(load):
-            m.d.sync += row_there.eq((iy < avail) & ~frame_read)
+        m.d.sync += started.eq(((avail > 0) | ((avail == 0) & (rows.w_col != 0)))
+                               & ~rows.frame_read)
+        with m.If(c.load):
+            m.d.sync += row_there.eq((c.next_iy < avail) & ~rows.frame_read)
         with m.Else():
-            m.d.sync += row_there.eq(iy_c < avail)
+            m.d.sync += row_there.eq(c.iy < avail)
         m.d.comb += [
-            ready_c.eq(valid_c & started & (pad_c | row_there)),
+            ready_c.eq(c.valid & started & (c.pad | row_there)),
             advance.eq(~valid2 | self.o.ready),
-            issue.eq(ready_c & advance),
-            load.eq(~valid_c | issue),
-            rp.addr.eq(addr_c),
+            rows.issue.eq(ready_c & advance),
+            c.load.eq(~c.valid | rows.issue),
+            rp.addr.eq(c.addr),
             self.o.valid.eq(valid2),
         ]
+        # Whole-signal combinational assignments (Verilog `assign`), not ones under `If`:
+        # those become `always @*` blocks that Icarus in SystemVerilog mode never runs
+        # when their inputs settle at time 0, and their X would then stick in `held`/`avail`.
+        # A candidate's rows are released when it is issued, not when it is computed.
+        m.d.comb += rows.frame_read.eq(rows.issue & c.frame)
         pad_word = self.o.payload.shape().const([self._pad_code] * self._simd)
         data1 = read_register(m, rp.data, advance, "data1")     # the block's read
         data2 = read_register(m, data1, advance, "data2")
         m.d.comb += self.o.payload.eq(Mux(pad2, pad_word, data2))
         with m.If(advance):
-            m.d.sync += [valid1.eq(ready_c), pad1.eq(pad_c),
+            m.d.sync += [valid1.eq(ready_c), pad1.eq(c.pad),
                          valid2.eq(valid1), pad2.eq(pad1)]
+
+    def _elaborate_walk(self, m, rows, candidate):
+        """Walk output pixels and their windows. The counters compute the next window
+        position and everything about it (read address, padding, the input row it needs,
+        the rows it releases) into the candidate registers; the candidate is issued when
+        its row is there and the output can move, and the counters load the next one in the
+        same cycle. So the issue decision compares registers only, and no path runs from the
+        output's ready through the counters into the address (that path was 15 levels on
+        the UP5K)."""
+        H, W = self._in_h, self._in_w
+        (KH, KW), (SH, SW) = self._kernel, self._stride
+        top, left, bottom, right = self._pads
+        CW = self._channels // self._simd   # words per pixel
+        RW, R = self._row_words, self.buffer_rows
+        c, load = candidate, candidate.load
+        oy, ox = Signal(range(self._out_h)), Signal(range(self._out_w))
+        kh, kw, cw = Signal(range(KH)), Signal(range(KW)), Signal(range(CW))
+        lo_row = Signal(range(-top, H + bottom + 1), init=-top)   # first input row of the window
+        lo_slot = Signal(range(R), init=-top % R)         # its buffer slot
+        frame_slot = Signal(range(R))                     # buffer slot of the frame's row 0
+        x0 = Signal(range(-left, W + right + 1), init=-left)      # first input column of the window
+        rel = Signal(range(H + 1))                        # rows released this frame
+        iy = c.next_iy
+        ix = Signal(range(-left, W + right + KW))
+        slot = Signal(range(R))
+        pad = Signal()
+        m.d.comb += [
+            iy.eq(lo_row + kh),
+            ix.eq(x0 + kw),
+            slot.eq(Mux(lo_slot + kh >= R, lo_slot + kh - R, lo_slot + kh)),
+            pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
+        ]
 
         # Every counter keeps a register saying that it is at its last value. Each
         # counter's enable is `load` and a product of those registers (`below`: every
@@ -297,15 +324,10 @@ class SlidingWindow(wiring.Component):
 
         next_rel = Signal(range(H + 1), init=clamp(-top + SH))
         with m.If(load):
-            m.d.sync += [valid_c.eq(1), pad_c.eq(pad), iy_c.eq(iy), frame_c.eq(frame_last),
-                         addr_c.eq(_times(slot, RW) + _times(ix, CW) + cw),
-                         release_c.eq(Mux(frame_last, H - rel,
-                                          Mux(row_last, next_rel - rel, 0)))]
-        # Whole-signal combinational assignments (Verilog `assign`), not ones under `If`:
-        # those become `always @*` blocks that Icarus in SystemVerilog mode never runs
-        # when their inputs settle at time 0, and their X would then stick in `held`/`avail`.
-        # A candidate's rows are released when it is issued, not when it is computed.
-        m.d.comb += frame_read.eq(issue & frame_c)
+            m.d.sync += [c.valid.eq(1), c.pad.eq(pad), c.iy.eq(iy), c.frame.eq(frame_last),
+                         c.addr.eq(_times(slot, RW) + _times(ix, CW) + cw),
+                         rows.release_c.eq(Mux(frame_last, H - rel,
+                                               Mux(row_last, next_rel - rel, 0)))]
         with m.If(load & pixel_last):
             m.d.sync += [ox.eq(Mux(ox_last, 0, ox + 1)),
                          x0.eq(Mux(ox_last, -left, x0 + SW)),
@@ -321,7 +343,38 @@ class SlidingWindow(wiring.Component):
                                         _add_mod(lo_slot, SH, R)))]
         with m.If(load & frame_last):
             m.d.sync += frame_slot.eq(new_frame_slot)
-        return m
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rows:
+    """The line buffer's row bookkeeping, shared by the writer and the reader:
+    completed rows not released (``held``), completed rows of the frame being read
+    (``avail``), whether a row completes this cycle (``row_written``), the writer's word in
+    its row (``w_col``), whether the reader issues its candidate (``issue``), the rows the
+    candidate releases when issued (``release_c``) and whether it ends a frame
+    (``frame_read``)."""
+    held: Signal
+    avail: Signal
+    row_written: Signal
+    w_col: Signal
+    issue: Signal
+    release_c: Signal
+    frame_read: Signal
+
+
+@dataclasses.dataclass(frozen=True)
+class _Candidate:
+    """The reader's next window word, computed by the walk a cycle ahead of its issue:
+    registers for whether there is one, padding, the frame's last word, the read address and
+    the input row it needs; ``load`` (the walk moves on) and ``next_iy`` (the input row of
+    the position being computed)."""
+    valid: Signal
+    pad: Signal
+    frame: Signal
+    addr: Signal
+    iy: Signal
+    load: Signal
+    next_iy: Signal
 
 
 def buffer_rows(in_h: int, kernel: tuple, stride: tuple, pads: tuple = (0, 0, 0, 0)) -> int:
