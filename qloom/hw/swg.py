@@ -65,9 +65,10 @@ def _times(value, const):
 
 
 def _add_mod(value, const, modulus):
-    """``(value + const) % modulus`` for ``0 <= value < modulus``."""
-    total = value + (const % modulus)
-    return Mux(total >= modulus, total - modulus, total)
+    """``(value + const) % modulus`` for ``0 <= value < modulus``: the wrap decided on
+    ``value`` (a compare beside the additions, not after them)."""
+    const %= modulus
+    return Mux(value >= modulus - const, value + (const - modulus), value + const)
 
 
 class SlidingWindow(wiring.Component):
@@ -177,7 +178,9 @@ class SlidingWindow(wiring.Component):
         rows = _Rows(held=Signal(range(-2 * H - R, R + 1)),
                      avail=Signal(range(-2 * H - R, 2 * H + R + 1)),
                      row_written=Signal(), w_col=Signal(range(self._row_words)),
-                     issue=Signal(), release_c=Signal(range(H + 1)), frame_read=Signal())
+                     issue=Signal(), release_c=Signal(range(H + 1)), frame_read=Signal(),
+                     room_limits=(Signal(range(H + R + 1), name="room_limit0"),
+                                  Signal(range(H + R + 1), name="room_limit1")))
         iy = Signal(range(-top, H + self._pads[2] + KH))
         candidate = _Candidate(valid=Signal(name="valid_c"), pad=Signal(name="pad_c"),
                                frame=Signal(name="frame_c"),
@@ -214,8 +217,13 @@ class SlidingWindow(wiring.Component):
             return Mux(late, Mux(rows.row_written, then(value + 1 - step), then(value - step)),
                        Mux(rows.row_written, then(value + 1), then(value)))
 
+        # The room after this cycle, `held' < R`, from compares of `held` with registers
+        # and constants: `held + 1 - release_c < R` is `held < R - 1 + release_c`.
+        limit, limit1 = rows.room_limits
         m.d.sync += [rows.held.eq(choose(rows.issue, rows.held, rows.release_c)),
-                     room.eq(choose(rows.issue, rows.held, rows.release_c, lambda v: v < R)),
+                     room.eq(Mux(rows.issue,
+                                 Mux(rows.row_written, rows.held < limit1, rows.held < limit),
+                                 Mux(rows.row_written, rows.held < R - 1, rows.held < R))),
                      rows.avail.eq(choose(rows.frame_read, rows.avail, H))]
 
     def _elaborate_reader(self, m, rp, rows, candidate):
@@ -267,30 +275,23 @@ class SlidingWindow(wiring.Component):
         its row is there and the output can move, and the counters load the next one in the
         same cycle. So the issue decision compares registers only, and no path runs from the
         output's ready through the counters into the address (that path was 15 levels on
-        the UP5K)."""
+        the UP5K).
+
+        The position's input row and column and the address of its row and column in the
+        buffer are registers too, kept with the counters (each moves by a constant, or takes
+        the value of the window's first row or column), so that a candidate is one addition
+        and a few compares of registers: computed from the counters (the buffer slot modulo
+        the rows, times the row's words, plus the column times the pixel's words), the read
+        address and the input room were the deepest logic of CNV-w1a1 (7-9 levels)."""
         H, W = self._in_h, self._in_w
         (KH, KW), (SH, SW) = self._kernel, self._stride
         top, left, bottom, right = self._pads
         CW = self._channels // self._simd   # words per pixel
         RW, R = self._row_words, self.buffer_rows
+        words = R * RW                                    # the buffer, R rows of RW words
         c, load = candidate, candidate.load
-        oy, ox = Signal(range(self._out_h)), Signal(range(self._out_w))
-        kh, kw, cw = Signal(range(KH)), Signal(range(KW)), Signal(range(CW))
-        lo_row = Signal(range(-top, H + bottom + 1), init=-top)   # first input row of the window
-        lo_slot = Signal(range(R), init=-top % R)         # its buffer slot
-        frame_slot = Signal(range(R))                     # buffer slot of the frame's row 0
-        x0 = Signal(range(-left, W + right + 1), init=-left)      # first input column of the window
-        rel = Signal(range(H + 1))                        # rows released this frame
-        iy = c.next_iy
-        ix = Signal(range(-left, W + right + KW))
-        slot = Signal(range(R))
-        pad = Signal()
-        m.d.comb += [
-            iy.eq(lo_row + kh),
-            ix.eq(x0 + kw),
-            slot.eq(Mux(lo_slot + kh >= R, lo_slot + kh - R, lo_slot + kh)),
-            pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
-        ]
+        kh, kw = Signal(range(KH), name="kh"), Signal(range(KW), name="kw")
+        cw = Signal(range(CW), name="cw")
 
         # Every counter keeps a register saying that it is at its last value. Each
         # counter's enable is `load` and a product of those registers (`below`: every
@@ -301,9 +302,10 @@ class SlidingWindow(wiring.Component):
         inner = [(cw, CW), (kw, KW), (kh, KH)]
         if self._order is WindowOrder.C_KH_KW:
             inner = [(kw, KW), (kh, KH), (cw, CW)]
-        below = Const(1)
+        below, steps = Const(1), {}
         for counter, count in inner:
             last = Signal(init=count == 1, name=f"{counter.name}_last")
+            steps[counter.name] = (load & below, last)     # by name: Values do not hash
             with m.If(load & below):
                 m.d.sync += [counter.eq(Mux(last, 0, counter + 1)),
                              last.eq(Mux(last, count == 1, counter == count - 2))]
@@ -313,36 +315,78 @@ class SlidingWindow(wiring.Component):
         pixel_last = below                          # the window's last word
         row_last = pixel_last & ox_last             # ... of the row's last pixel
         frame_last = row_last & oy_last             # ... of the frame's last row
-        # The rows released when the window moves down: up to the next window's first
-        # row, clamped to the image (``next_rel``, a register kept with ``lo_row``).
-        next_lo = lo_row + SH
 
-        def clamp(row):
-            if isinstance(row, int):
-                return min(max(row, 0), H)
-            return Mux(row < 0, 0, Mux(row > H, H, row))
-
-        next_rel = Signal(range(H + 1), init=clamp(-top + SH))
-        with m.If(load):
-            m.d.sync += [c.valid.eq(1), c.pad.eq(pad), c.iy.eq(iy), c.frame.eq(frame_last),
-                         c.addr.eq(_times(slot, RW) + _times(ix, CW) + cw),
-                         rows.release_c.eq(Mux(frame_last, H - rel,
-                                               Mux(row_last, next_rel - rel, 0)))]
+        # The window's first input column (x0) and row (lo_row), and where they are in
+        # the buffer: ``x0_words = x0 * CW``, ``lo_words = (row's slot) * RW``.
+        x0 = Signal(range(-left, W + right + 1), init=-left)
+        x0_words = Signal(range(-left * CW, (W + right + 1) * CW), init=-left * CW)
+        lo_row = Signal(range(-top, H + bottom + 1), init=-top)
+        lo_words = Signal(range(words), init=(-top % R) * RW)
+        frame_words = Signal(range(words))          # the frame's row 0
+        next_x0 = Mux(pixel_last, Mux(ox_last, -left, x0 + SW), x0)
+        next_x0_words = Mux(pixel_last, Mux(ox_last, -left * CW, x0_words + SW * CW), x0_words)
+        # The next window row's first row and slot: the next frame's (which begins
+        # ``H`` rows after this frame's row 0) after the frame's last row.
+        new_frame = _add_mod(frame_words, H * RW, words)
+        down_lo = Mux(oy_last, -top, lo_row + SH)
+        down_words = Mux(oy_last, _add_mod(frame_words, (H - top) * RW, words),
+                         _add_mod(lo_words, SH * RW, words))
+        next_lo = Mux(row_last, down_lo, lo_row)
+        next_lo_words = Mux(row_last, down_words, lo_words)
         with m.If(load & pixel_last):
-            m.d.sync += [ox.eq(Mux(ox_last, 0, ox + 1)),
-                         x0.eq(Mux(ox_last, -left, x0 + SW)),
-                         ox_last.eq(Mux(ox_last, self._out_w == 1, ox == self._out_w - 2))]
+            m.d.sync += [x0.eq(next_x0), x0_words.eq(next_x0_words)]
         with m.If(load & row_last):
-            new_frame_slot = _add_mod(frame_slot, H, R)
-            m.d.sync += [oy.eq(Mux(oy_last, 0, oy + 1)),
-                         lo_row.eq(Mux(oy_last, -top, next_lo)),
-                         rel.eq(Mux(oy_last, 0, next_rel)),
-                         next_rel.eq(Mux(oy_last, clamp(-top + SH), clamp(next_lo + SH))),
-                         oy_last.eq(Mux(oy_last, self._out_h == 1, oy == self._out_h - 2)),
-                         lo_slot.eq(Mux(oy_last, _add_mod(new_frame_slot, -top, R),
-                                        _add_mod(lo_slot, SH, R)))]
+            m.d.sync += [lo_row.eq(down_lo), lo_words.eq(down_words)]
         with m.If(load & frame_last):
-            m.d.sync += frame_slot.eq(new_frame_slot)
+            m.d.sync += frame_words.eq(new_frame)
+
+        # The position's input row and column and their words in the buffer.
+        iy = Signal(range(-top, H + bottom + KH), init=-top)
+        ix = Signal(range(-left, W + right + KW), init=-left)
+        row_words = Signal(range(words), init=(-top % R) * RW)
+        col_words = Signal.like(x0_words, init=-left * CW)
+        step, last = steps[kh.name]
+        with m.If(step):
+            m.d.sync += [iy.eq(Mux(last, next_lo, iy + 1)),
+                         row_words.eq(Mux(last, next_lo_words, _add_mod(row_words, RW, words)))]
+        step, last = steps[kw.name]
+        with m.If(step):
+            m.d.sync += [ix.eq(Mux(last, next_x0, ix + 1)),
+                         col_words.eq(Mux(last, next_x0_words, col_words + CW))]
+        m.d.comb += c.next_iy.eq(iy)
+
+        # The rows released when the window moves down: up to the next window's first
+        # row, clamped to the image (``next_rel``, a register kept with ``lo_row``), and
+        # the candidate's release plus the line buffer's rows and that less one, for the
+        # writer's room (``_Rows.room_limits``).
+        def clamp(row, plus=0):
+            if isinstance(row, int):
+                return min(max(row, 0), H) + plus
+            return Mux(row < 0, plus, Mux(row > H, H + plus, row + plus))
+
+        rel = Signal(range(H + 1))                  # rows released this frame
+        released = [rows.release_c, *rows.room_limits]
+        pluses = [0, R, R - 1]
+        next_rels = [Signal(range(H + plus + 1), init=clamp(-top + SH, plus),
+                            name=f"next_rel{k}") for k, plus in enumerate(pluses)]
+        with m.If(load):
+            m.d.sync += [c.valid.eq(1), c.iy.eq(iy), c.frame.eq(frame_last),
+                         c.pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
+                         c.addr.eq(row_words + col_words + cw)]
+            m.d.sync += [reg.eq(Mux(frame_last, H + plus - rel,
+                                    Mux(row_last, next_rel - rel, plus)))
+                         for reg, next_rel, plus in zip(released, next_rels, pluses)]
+        with m.If(load & pixel_last):
+            # The row's next-to-last pixel, from its first column.
+            m.d.sync += ox_last.eq(Mux(ox_last, self._out_w == 1,
+                                       x0 == -left + (self._out_w - 2) * SW))
+        with m.If(load & row_last):
+            m.d.sync += [rel.eq(Mux(oy_last, 0, next_rels[0])),
+                         oy_last.eq(Mux(oy_last, self._out_h == 1,
+                                        lo_row == -top + (self._out_h - 2) * SH))]
+            m.d.sync += [next_rel.eq(Mux(oy_last, clamp(-top + SH, plus),
+                                         clamp(lo_row + 2 * SH, plus)))
+                         for next_rel, plus in zip(next_rels, pluses)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -352,7 +396,8 @@ class _Rows:
     (``avail``), whether a row completes this cycle (``row_written``), the writer's word in
     its row (``w_col``), whether the reader issues its candidate (``issue``), the rows the
     candidate releases when issued (``release_c``) and whether it ends a frame
-    (``frame_read``)."""
+    (``frame_read``); ``room_limits``: ``R + release_c`` and ``R - 1 + release_c``
+    (``R`` the buffer's rows), loaded with it."""
     held: Signal
     avail: Signal
     row_written: Signal
@@ -360,6 +405,7 @@ class _Rows:
     issue: Signal
     release_c: Signal
     frame_read: Signal
+    room_limits: tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,9 +450,16 @@ def estimate(*, in_h: int, in_w: int, channels: int, kernel: tuple, stride: tupl
     counter_bits = sum(max(1, (n - 1).bit_length())
                        for n in (out_h, out_w, kh, kw, channels // simd))
     address_bits = max(1, (rows * in_w * channels // simd - 1).bit_length())
+    row_bits = (2 * in_h + rows).bit_length()
     f.add("lut", "counters", 2 * counter_bits)
     f.add("lut", "address", 3 * address_bits)
-    f.add("lut", "rows", 4 * (2 * in_h + rows).bit_length())
+    f.add("lut", "rows", 4 * row_bits)
+    # The registers kept with the counters (``_elaborate_walk``): five buffer addresses
+    # (the position's row and column, the window's first column and row, the frame's row
+    # 0), each an addition and a choice, and the position's row and column, the room's
+    # limits and the release counts beside them.
+    f.add("lut", "tracking", 10 * address_bits + 4 * row_bits)
+    f.add("ff", "tracking", 5 * address_bits + 4 * row_bits)
     f.add_memory("buffer", auto_ram_cost(rows * in_w * channels // simd, simd * bits, family))
     # The read word twice (the memory's register and the one after it), the candidate's
     # address, row and release count.
