@@ -174,51 +174,12 @@ class MVU(wiring.Component):
                  register_adder_tree: bool | None = None,
                  dsp_primitive: str | None = None, compare_register: bool | None = None,
                  weight_bank_depth: int | None = None, register_threshold_read: bool = False):
-        if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.integer):
-            raise TypeError(f"Weights must be an integer numpy array, not {weights!r}")
-        if weights.ndim != 2 or weights.size == 0:
-            raise ValueError(f"Weights must be a non-empty [MH, MW] matrix, not shape "
-                             f"{weights.shape}")
-        for role, dtype in (("Weight", w_type), ("Input", in_type)):
-            if not isinstance(dtype, DataType):
-                raise TypeError(f"{role} type must be a qloom DataType, not {dtype!r}")
-        self._pe, self._simd = _positive("PE", pe), _positive("SIMD", simd)
+        self._pe, self._simd = _check_matrix(weights, w_type, in_type, pe, simd, threshold,
+                                             dsp_budget)
         mh, mw = weights.shape
-        if mh % pe:
-            raise ValueError(f"MH ({mh}) must be divisible by PE ({pe})")
-        if mw % simd:
-            raise ValueError(f"MW ({mw}) must be divisible by SIMD ({simd})")
-        if not w_type.allows(weights):
-            raise ValueError(f"Weights hold values outside {w_type} "
-                             f"[{w_type.min}, {w_type.max}]"
-                             + (" (bipolar weights must be -1 or +1)" if w_type.bipolar else ""))
-        if threshold is not None:
-            if not isinstance(threshold, ThresholdSpec):
-                raise TypeError(f"Threshold must be a ThresholdSpec or None, not {threshold!r}")
-            if threshold.channels != mh:
-                raise ValueError(f"Threshold channels ({threshold.channels}) must equal "
-                                 f"MH ({mh})")
-        if dsp_budget is not None and (not isinstance(dsp_budget, int)
-                                       or isinstance(dsp_budget, bool) or dsp_budget < 0):
-            raise TypeError(f"DSP budget must be a non-negative integer or None, "
-                            f"not {dsp_budget!r}")
-        for style in (ram_style, threshold_ram_style, buffer_ram_style):
-            if not isinstance(style, RamStyle):
-                raise TypeError(f"RAM style must be a RamStyle, not {style!r}")
-        if threshold_ram_style is RamStyle.SPRAM or buffer_ram_style is RamStyle.SPRAM:
-            raise ValueError("Only the weights can be in SPRAM")
         words, width = (mh // pe) * (mw // simd), pe * simd * w_type.bits
-        if ram_style is RamStyle.SPRAM and (words > SPRAM_DEPTH
-                                            or spram_blocks(width) > UP5K_SPRAMS):
-            raise ValueError(f"Weights of {words} words of {width} bits do not fit SPRAMs "
-                             f"side by side (at most {SPRAM_DEPTH} words of "
-                             f"{UP5K_SPRAMS * 16} bits)")
-        bank = weight_bank_depth
-        if bank is not None and (ram_style is not RamStyle.BLOCK or not isinstance(bank, int)
-                                 or bank < 1 or bank & (bank - 1) or bank >= words):
-            raise ValueError(f"Weight banks need the weights in block RAM and a power-of-two "
-                             f"depth below {words} words, not {weight_bank_depth!r} with "
-                             f"{ram_style}")
+        _check_memories(ram_style, threshold_ram_style, buffer_ram_style, words, width,
+                        weight_bank_depth)
         _optional_bool("Register operands", register_operands)
         _optional_bool("Register products", register_products)
         _optional_bool("Register adder tree", register_adder_tree)
@@ -797,6 +758,62 @@ class MVU(wiring.Component):
             m.d.comb += result[p].eq(table.code(count, meta))
         return held_valid
 
+
+
+def _check_matrix(weights, w_type, in_type, pe, simd, threshold, dsp_budget):
+    """``MVU``'s checks of its matrix, datatypes, folding, thresholds and DSP budget:
+    ``(pe, simd)``."""
+    if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.integer):
+        raise TypeError(f"Weights must be an integer numpy array, not {weights!r}")
+    if weights.ndim != 2 or weights.size == 0:
+        raise ValueError(f"Weights must be a non-empty [MH, MW] matrix, not shape "
+                         f"{weights.shape}")
+    for role, dtype in (("Weight", w_type), ("Input", in_type)):
+        if not isinstance(dtype, DataType):
+            raise TypeError(f"{role} type must be a qloom DataType, not {dtype!r}")
+    pe, simd = _positive("PE", pe), _positive("SIMD", simd)
+    mh, mw = weights.shape
+    if mh % pe:
+        raise ValueError(f"MH ({mh}) must be divisible by PE ({pe})")
+    if mw % simd:
+        raise ValueError(f"MW ({mw}) must be divisible by SIMD ({simd})")
+    if not w_type.allows(weights):
+        raise ValueError(f"Weights hold values outside {w_type} "
+                         f"[{w_type.min}, {w_type.max}]"
+                         + (" (bipolar weights must be -1 or +1)" if w_type.bipolar else ""))
+    if threshold is not None:
+        if not isinstance(threshold, ThresholdSpec):
+            raise TypeError(f"Threshold must be a ThresholdSpec or None, not {threshold!r}")
+        if threshold.channels != mh:
+            raise ValueError(f"Threshold channels ({threshold.channels}) must equal "
+                             f"MH ({mh})")
+    if dsp_budget is not None and (not isinstance(dsp_budget, int)
+                                   or isinstance(dsp_budget, bool) or dsp_budget < 0):
+        raise TypeError(f"DSP budget must be a non-negative integer or None, "
+                        f"not {dsp_budget!r}")
+    return pe, simd
+
+
+def _check_memories(ram_style, threshold_ram_style, buffer_ram_style, words, width,
+                    weight_bank_depth):
+    """``MVU``'s checks of where its memories go, for ``words`` weight words of ``width``
+    bits."""
+    for style in (ram_style, threshold_ram_style, buffer_ram_style):
+        if not isinstance(style, RamStyle):
+            raise TypeError(f"RAM style must be a RamStyle, not {style!r}")
+    if threshold_ram_style is RamStyle.SPRAM or buffer_ram_style is RamStyle.SPRAM:
+        raise ValueError("Only the weights can be in SPRAM")
+    if ram_style is RamStyle.SPRAM and (words > SPRAM_DEPTH
+                                        or spram_blocks(width) > UP5K_SPRAMS):
+        raise ValueError(f"Weights of {words} words of {width} bits do not fit SPRAMs "
+                         f"side by side (at most {SPRAM_DEPTH} words of "
+                         f"{UP5K_SPRAMS * 16} bits)")
+    bank = weight_bank_depth
+    if bank is not None and (ram_style is not RamStyle.BLOCK or not isinstance(bank, int)
+                             or bank < 1 or bank & (bank - 1) or bank >= words):
+        raise ValueError(f"Weight banks need the weights in block RAM and a power-of-two "
+                         f"depth below {words} words, not {weight_bank_depth!r} with "
+                         f"{ram_style}")
 
 def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_blocks: bool,
             register_adder_tree: bool, tree_stages: int, thresholds: int,
