@@ -102,17 +102,27 @@ def operand_register(multipliers: bool, family) -> bool:
 OPERAND_PES = 4
 
 
-def operand_groups(pe: int) -> int:
-    """The register copies of a pipelined MVU's input word: one per ``OPERAND_PES`` PEs."""
-    return -(-pe // OPERAND_PES)
+def operand_copies(family) -> bool:
+    """Whether a pipelined MVU copies its input word's operand register per group of PEs
+    (``register_operand_copies``): on the ECP5, whose designs span a die of 85k LUT4s; the
+    iCE40UP5K's are small, and short of flip-flops."""
+    from .estimate import Family
+    return family is Family.ECP5
+
+
+def operand_groups(pe: int, copies: bool = True) -> int:
+    """The register copies of a pipelined MVU's input word: one per ``OPERAND_PES`` PEs
+    (one without ``copies``)."""
+    return -(-pe // OPERAND_PES) if copies else 1
 
 
 def operand_copy_registers(*, pe: int, word_bits: int, buffered: bool,
-                           buffer_copies: bool) -> int:
-    """The flip-flops of the input word's operand registers: per group of PEs the stream's
-    word and the choice (and, with ``buffer_copies``, the buffer's word); a block RAM
-    buffer's word (``buffered`` and not ``buffer_copies``) once."""
-    groups = operand_groups(pe)
+                           buffer_copies: bool, copies: bool = True) -> int:
+    """The flip-flops of the input word's operand registers: per group of PEs
+    (``operand_groups``) the stream's word and the choice (and, with ``buffer_copies``, the
+    buffer's word); a block RAM buffer's word (``buffered`` and not ``buffer_copies``)
+    once."""
+    groups = operand_groups(pe, copies)
     if not buffered:
         return groups * word_bits
     return groups * (word_bits + 1) + word_bits * (groups if buffer_copies else 1)
@@ -162,6 +172,8 @@ class MVU(wiring.Component):
     register costs no latency); on the ECP5 it is the block's own output register
     (qloom.flows.ecp5_outreg). Without it the block's clock-to-out (5.8 ns) began the
     compare's path into the output queue: LFC-w1a1's layers at 86 MHz.
+    ``register_operand_copies`` registers the input word once per ``OPERAND_PES`` PEs
+    when the operands are registered (``operand_groups``, ``operand_copies``).
     """
 
     def __init__(self, *, weights: np.ndarray, w_type: DataType, in_type: DataType,
@@ -173,7 +185,8 @@ class MVU(wiring.Component):
                  register_products: bool | None = None,
                  register_adder_tree: bool | None = None,
                  dsp_primitive: str | None = None, compare_register: bool | None = None,
-                 weight_bank_depth: int | None = None, register_threshold_read: bool = False):
+                 weight_bank_depth: int | None = None, register_threshold_read: bool = False,
+                 register_operand_copies: bool = False):
         self._pe, self._simd = _check_matrix(weights, w_type, in_type, pe, simd, threshold,
                                              dsp_budget)
         mh, mw = weights.shape
@@ -193,6 +206,7 @@ class MVU(wiring.Component):
         self._threshold_ram_style, self._buffer_ram_style = threshold_ram_style, buffer_ram_style
         self._bank_depth = weight_bank_depth
         self._register_threshold_read = register_threshold_read
+        self._operand_copies = register_operand_copies
         self._acc_lo, self._acc_hi = _acc_range(self._weights, in_type)
         self._acc_type = smallest_type(self._acc_lo, self._acc_hi)
         mults = pe * simd if self._datapath is Datapath.MAC else 0
@@ -439,16 +453,17 @@ class MVU(wiring.Component):
         rows = [[w]] + ([[x_buffered]] if shared else [])
         regs, tag = self._stage(m, "operand", rows, tag)
         w = w_layout(regs[0][0])
-        xs = []
-        for group in range(operand_groups(self._pe)):
+        words = []
+        groups = operand_groups(self._pe, self._operand_copies)
+        for group in range(groups):
             x = self._copy(m, x_reg, f"operand_x{group}")
             from_stream = self._copy(m, x_from_stream, f"operand_from_stream{group}")
             buffered = (in_layout(regs[1][0]) if shared else
                         None if x_buffered is None else
                         self._copy(m, x_buffered, f"operand_buffered{group}"))
-            x = self._chosen(m, x, buffered, from_stream, str(group))
-            xs += [x] * OPERAND_PES
-        return w, xs[:self._pe], tag
+            words.append(self._chosen(m, x, buffered, from_stream, str(group)))
+        per_group = -(-self._pe // groups)
+        return w, [words[p // per_group] for p in range(self._pe)], tag
 
     @staticmethod
     def _copy(m, value, name):
@@ -963,7 +978,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         # word's copies; with later neuron folds also the buffer's (chosen after them).
         f.add("ff", "operands", (word_bits if nf * sf > 1 else 1)
               + operand_copy_registers(pe=pe, word_bits=simd * in_type.bits,
-                                       buffered=nf > 1, buffer_copies=not buffer_block))
+                                       buffered=nf > 1, buffer_copies=not buffer_block,
+                                       copies=operand_copies(family)))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
           + tag_copy_registers(pe, acc_bits, chained=pipeline))

@@ -106,6 +106,14 @@ CASES = {
     "xnor-fused-threshold-read-sf1": (6, 4, 2, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
                                       {"threshold_ram_style": RamStyle.BLOCK,
                                        "register_threshold_read": True}),
+    # The input word's operand register copied per 4 PEs (ECP5 builds): 10 PEs in 3
+    # groups, the buffer in distributed RAM (copied too) or in block RAM (one register).
+    "xnor-operand-copies": (20, 12, 10, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
+                            {"buffer_ram_style": RamStyle.LUTRAM, "register_operands": True,
+                             "register_operand_copies": True}),
+    "mac-operand-copies-block-buffer": (12, 8, 6, 2, INT4, UINT4, None,
+                                        {"buffer_ram_style": RamStyle.BLOCK, "dsp_budget": 2,
+                                         "register_operand_copies": True}),
     # Six banks: chosen in two steps (a group register between).
     "xnor-banked-groups": (12, 8, 2, 2, BIPOLAR, BIPOLAR, (1, BIPOLAR),
                            {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),

@@ -176,7 +176,8 @@ def test_mvu_operand_copies_stay_apart(tmp_path):
     from qloom.nn.dtypes import BIPOLAR
     weights = np.random.default_rng(0).choice([-1, 1], size=(16, 32))
     dut = MVU(weights=weights, w_type=BIPOLAR, in_type=BIPOLAR, pe=8, simd=16,
-              buffer_ram_style=RamStyle.LUTRAM, register_operands=True)
+              buffer_ram_style=RamStyle.LUTRAM, register_operands=True,
+              register_operand_copies=True)
     assert dut.buffer_copies and operand_groups(8) == 2
     synthesize(dut, family="ecp5", build_dir=tmp_path, progress=False)
     netlist = json.loads((tmp_path / "top.json").read_text())
