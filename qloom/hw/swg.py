@@ -66,8 +66,10 @@ def _times(value, const):
 
 def _add_mod(value, const, modulus):
     """``(value + const) % modulus`` for ``0 <= value < modulus``: the wrap decided on
-    ``value`` (a compare beside the additions, not after them)."""
+    ``value`` (a compare beside the additions, not after them); an int for an int."""
     const %= modulus
+    if isinstance(value, int):
+        return (value + const) % modulus
     return Mux(value >= modulus - const, value + (const - modulus), value + const)
 
 
@@ -325,20 +327,29 @@ class SlidingWindow(wiring.Component):
         frame_words = Signal(range(words))          # the frame's row 0
         next_x0 = Mux(pixel_last, Mux(ox_last, -left, x0 + SW), x0)
         next_x0_words = Mux(pixel_last, Mux(ox_last, -left * CW, x0_words + SW * CW), x0_words)
-        # The next window row's first row and slot: the next frame's (which begins
-        # ``H`` rows after this frame's row 0) after the frame's last row.
-        new_frame = _add_mod(frame_words, H * RW, words)
+        # The next window row's first row and its words: the next frame's (which begins
+        # ``H`` rows after this frame's row 0) after the frame's last row. Both candidate
+        # words are registers kept with ``frame_words`` and ``lo_words`` (computed after
+        # them, the additions modulo the buffer and three choices were CNV-w1a1's deepest
+        # logic into ``row_words``, 9.75 ns by logic_depth).
+        def plus(value, rows):
+            return _add_mod(value, rows * RW, words)
+
+        frame_lo_words = Signal(range(words), init=plus(0, H - top))
+        lo_down_words = Signal(range(words), init=plus((-top % R) * RW, SH))
         down_lo = Mux(oy_last, -top, lo_row + SH)
-        down_words = Mux(oy_last, _add_mod(frame_words, (H - top) * RW, words),
-                         _add_mod(lo_words, SH * RW, words))
+        down_words = Mux(oy_last, frame_lo_words, lo_down_words)
         next_lo = Mux(row_last, down_lo, lo_row)
         next_lo_words = Mux(row_last, down_words, lo_words)
         with m.If(load & pixel_last):
             m.d.sync += [x0.eq(next_x0), x0_words.eq(next_x0_words)]
         with m.If(load & row_last):
-            m.d.sync += [lo_row.eq(down_lo), lo_words.eq(down_words)]
+            m.d.sync += [lo_row.eq(down_lo), lo_words.eq(down_words),
+                         lo_down_words.eq(Mux(oy_last, plus(frame_words, H - top + SH),
+                                              plus(lo_words, 2 * SH)))]
         with m.If(load & frame_last):
-            m.d.sync += frame_words.eq(new_frame)
+            m.d.sync += [frame_words.eq(plus(frame_words, H)),
+                         frame_lo_words.eq(plus(frame_words, 2 * H - top))]
 
         # The position's input row and column and their words in the buffer.
         iy = Signal(range(-top, H + bottom + KH), init=-top)
@@ -454,12 +465,12 @@ def estimate(*, in_h: int, in_w: int, channels: int, kernel: tuple, stride: tupl
     f.add("lut", "counters", 2 * counter_bits)
     f.add("lut", "address", 3 * address_bits)
     f.add("lut", "rows", 4 * row_bits)
-    # The registers kept with the counters (``_elaborate_walk``): five buffer addresses
+    # The registers kept with the counters (``_elaborate_walk``): seven buffer addresses
     # (the position's row and column, the window's first column and row, the frame's row
-    # 0), each an addition and a choice, and the position's row and column, the room's
-    # limits and the release counts beside them.
-    f.add("lut", "tracking", 10 * address_bits + 4 * row_bits)
-    f.add("ff", "tracking", 5 * address_bits + 4 * row_bits)
+    # 0, the next window row's two candidates), each an addition and a choice, and the
+    # position's row and column, the room's limits and the release counts beside them.
+    f.add("lut", "tracking", 12 * address_bits + 4 * row_bits)
+    f.add("ff", "tracking", 7 * address_bits + 4 * row_bits)
     f.add_memory("buffer", auto_ram_cost(rows * in_w * channels // simd, simd * bits, family))
     # The read word twice (the memory's register and the one after it), the candidate's
     # address, row and release count.
