@@ -332,11 +332,12 @@ class SlidingWindow(wiring.Component):
         # words are registers kept with ``frame_words`` and ``lo_words`` (computed after
         # them, the additions modulo the buffer and three choices were CNV-w1a1's deepest
         # logic into ``row_words``, 9.75 ns by logic_depth).
-        def plus(value, rows):
+        def rows_on(value, rows):
+            """The buffer address ``rows`` rows after ``value``."""
             return _add_mod(value, rows * RW, words)
 
-        frame_lo_words = Signal(range(words), init=plus(0, H - top))
-        lo_down_words = Signal(range(words), init=plus((-top % R) * RW, SH))
+        frame_lo_words = Signal(range(words), init=rows_on(0, H - top))
+        lo_down_words = Signal(range(words), init=rows_on((-top % R) * RW, SH))
         down_lo = Mux(oy_last, -top, lo_row + SH)
         down_words = Mux(oy_last, frame_lo_words, lo_down_words)
         next_lo = Mux(row_last, down_lo, lo_row)
@@ -345,11 +346,11 @@ class SlidingWindow(wiring.Component):
             m.d.sync += [x0.eq(next_x0), x0_words.eq(next_x0_words)]
         with m.If(load & row_last):
             m.d.sync += [lo_row.eq(down_lo), lo_words.eq(down_words),
-                         lo_down_words.eq(Mux(oy_last, plus(frame_words, H - top + SH),
-                                              plus(lo_words, 2 * SH)))]
+                         lo_down_words.eq(Mux(oy_last, rows_on(frame_words, H - top + SH),
+                                              rows_on(lo_words, 2 * SH)))]
         with m.If(load & frame_last):
-            m.d.sync += [frame_words.eq(plus(frame_words, H)),
-                         frame_lo_words.eq(plus(frame_words, 2 * H - top))]
+            m.d.sync += [frame_words.eq(rows_on(frame_words, H)),
+                         frame_lo_words.eq(rows_on(frame_words, 2 * H - top))]
 
         # The position's input row and column and their words in the buffer.
         iy = Signal(range(-top, H + bottom + KH), init=-top)
@@ -370,23 +371,23 @@ class SlidingWindow(wiring.Component):
         # row, clamped to the image (``next_rel``, a register kept with ``lo_row``), and
         # the candidate's release plus the line buffer's rows and that less one, for the
         # writer's room (``_Rows.room_limits``).
-        def clamp(row, plus=0):
+        def clamp(row, offset=0):
             if isinstance(row, int):
-                return min(max(row, 0), H) + plus
-            return Mux(row < 0, plus, Mux(row > H, H + plus, row + plus))
+                return min(max(row, 0), H) + offset
+            return Mux(row < 0, offset, Mux(row > H, H + offset, row + offset))
 
         rel = Signal(range(H + 1))                  # rows released this frame
         released = [rows.release_c, *rows.room_limits]
-        pluses = [0, R, R - 1]
-        next_rels = [Signal(range(H + plus + 1), init=clamp(-top + SH, plus),
-                            name=f"next_rel{k}") for k, plus in enumerate(pluses)]
+        offsets = [0, R, R - 1]
+        next_rels = [Signal(range(H + offset + 1), init=clamp(-top + SH, offset),
+                            name=f"next_rel{k}") for k, offset in enumerate(offsets)]
         with m.If(load):
             m.d.sync += [c.valid.eq(1), c.iy.eq(iy), c.frame.eq(frame_last),
                          c.pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
                          c.addr.eq(row_words + col_words + cw)]
-            m.d.sync += [reg.eq(Mux(frame_last, H + plus - rel,
-                                    Mux(row_last, next_rel - rel, plus)))
-                         for reg, next_rel, plus in zip(released, next_rels, pluses)]
+            m.d.sync += [reg.eq(Mux(frame_last, H + offset - rel,
+                                    Mux(row_last, next_rel - rel, offset)))
+                         for reg, next_rel, offset in zip(released, next_rels, offsets)]
         with m.If(load & pixel_last):
             # The row's next-to-last pixel, from its first column.
             m.d.sync += ox_last.eq(Mux(ox_last, self._out_w == 1,
@@ -395,9 +396,9 @@ class SlidingWindow(wiring.Component):
             m.d.sync += [rel.eq(Mux(oy_last, 0, next_rels[0])),
                          oy_last.eq(Mux(oy_last, self._out_h == 1,
                                         lo_row == -top + (self._out_h - 2) * SH))]
-            m.d.sync += [next_rel.eq(Mux(oy_last, clamp(-top + SH, plus),
-                                         clamp(lo_row + 2 * SH, plus)))
-                         for next_rel, plus in zip(next_rels, pluses)]
+            m.d.sync += [next_rel.eq(Mux(oy_last, clamp(-top + SH, offset),
+                                         clamp(lo_row + 2 * SH, offset)))
+                         for next_rel, offset in zip(next_rels, offsets)]
 
 
 @dataclasses.dataclass(frozen=True)
