@@ -128,10 +128,20 @@ def operand_copy_registers(*, pe: int, word_bits: int, buffered: bool,
     return groups * (word_bits + 1) + word_bits * (groups if buffer_copies else 1)
 
 
+def fetches_thresholds(family) -> bool:
+    """Whether a pipelined MVU on ``family`` may read fused thresholds in logic from a
+    register of their fold counter (``register_thresholds_fetch``): on the ECP5, where
+    from the counter itself the ROM was built from the counter's increment (CNV-w1a1's
+    Conv_4, the design's deepest logic). Not on the iCE40: the demo's TFC-w1a1 then routed
+    at 48.6 MHz against 52.1 (its read register sat farther from the compares)."""
+    from .estimate import Family
+    return family is Family.ECP5
+
+
 def thresholds_fetch(fused: bool, nf: int, sf: int, thresholds_block: bool) -> bool:
-    """Whether fused thresholds outside block RAM are read from a register of their fold
-    counter: when there is more than one fold to read and sums come two or more cycles
-    apart (SF >= 2), so that the register equals the counter when it is read."""
+    """Whether fused thresholds outside block RAM can be read from a register of their
+    fold counter: when there is more than one fold to read and sums come two or more
+    cycles apart (SF >= 2), so that the register equals the counter when it is read."""
     return fused and nf > 1 and sf >= 2 and not thresholds_block
 
 
@@ -173,7 +183,9 @@ class MVU(wiring.Component):
     (qloom.flows.ecp5_outreg). Without it the block's clock-to-out (5.8 ns) began the
     compare's path into the output queue: LFC-w1a1's layers at 86 MHz.
     ``register_operand_copies`` registers the input word once per ``OPERAND_PES`` PEs
-    when the operands are registered (``operand_groups``, ``operand_copies``).
+    when the operands are registered (``operand_groups``, ``operand_copies``);
+    ``register_thresholds_fetch`` reads fused thresholds in logic from a register of their
+    fold counter (``thresholds_fetch``, ``fetches_thresholds``).
     """
 
     def __init__(self, *, weights: np.ndarray, w_type: DataType, in_type: DataType,
@@ -186,7 +198,8 @@ class MVU(wiring.Component):
                  register_adder_tree: bool | None = None,
                  dsp_primitive: str | None = None, compare_register: bool | None = None,
                  weight_bank_depth: int | None = None, register_threshold_read: bool = False,
-                 register_operand_copies: bool = False):
+                 register_operand_copies: bool = False,
+                 register_thresholds_fetch: bool = False):
         self._pe, self._simd = _check_matrix(weights, w_type, in_type, pe, simd, threshold,
                                              dsp_budget)
         mh, mw = weights.shape
@@ -207,6 +220,7 @@ class MVU(wiring.Component):
         self._bank_depth = weight_bank_depth
         self._register_threshold_read = register_threshold_read
         self._operand_copies = register_operand_copies
+        self._thresholds_fetch = register_thresholds_fetch
         self._acc_lo, self._acc_hi = _acc_range(self._weights, in_type)
         self._acc_type = smallest_type(self._acc_lo, self._acc_hi)
         mults = pe * simd if self._datapath is Datapath.MAC else 0
@@ -335,9 +349,10 @@ class MVU(wiring.Component):
     @property
     def thresholds_fetch(self) -> bool:
         """Whether fused thresholds in logic are read from a register of their fold
-        counter (``thresholds_fetch``)."""
-        return thresholds_fetch(self._table is not None, self.neuron_folds,
-                                self.synapse_folds, self._threshold_ram_style is RamStyle.BLOCK)
+        counter (``register_thresholds_fetch`` and ``thresholds_fetch``)."""
+        return self._thresholds_fetch and thresholds_fetch(
+            self._table is not None, self.neuron_folds, self.synapse_folds,
+            self._threshold_ram_style is RamStyle.BLOCK)
 
     @property
     def buffer_copies(self) -> bool:
@@ -998,7 +1013,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
         f.add_memory("thresholds", memory_cost(nf, pe * lane, family, thresholds_block),
                      bits=mh * lane)
-        if thresholds_fetch(True, nf, sf, thresholds_block):
+        if pipeline and fetches_thresholds(family) and thresholds_fetch(True, nf, sf,
+                                                                         thresholds_block):
             f.add("ff", "fetch", (nf - 1).bit_length())
     # The registers on the way from the memories, and the output queue (in logic: a few
     # words read asynchronously) with its credit.

@@ -84,6 +84,9 @@ CASES = {
                                  {"ram_style": RamStyle.DISTRIBUTED, "register_operands": True}),
     "mac-logic-weights-fetch-fused": (6, 12, 2, 3, INT4, UINT4, (3, INT2),
                                       {"ram_style": RamStyle.DISTRIBUTED, "dsp_budget": 0}),
+    # Fused thresholds in logic read from a register of their fold (ECP5 builds).
+    "mac-thresholds-fetch": (6, 12, 2, 3, INT4, UINT4, (3, INT2),
+                             {"dsp_budget": 0, "register_thresholds_fetch": True}),
     "mac-logic-weights-fetch-nf1": (3, 12, 3, 3, INT4, INT4, None,
                                     {"ram_style": RamStyle.DISTRIBUTED}),
     # Block RAM weights in banks (ECP5 memories deeper than a block): 24 words in banks of

@@ -217,10 +217,11 @@ def mvu_registers(options: BuildOptions, multipliers: bool,
     """The MVU's register-stage arguments: all set from ``options``, the operand register
     and the fused thresholds' compare register as the templates' rules say
     (``qloom.hw.mvu.operand_register``, ``qloom.hw.threshold.compare_register``)."""
-    from ...hw.mvu import MVU, operand_copies, operand_register
+    from ...hw.mvu import MVU, fetches_thresholds, operand_copies, operand_register
     registers = pipeline_options(MVU, options)
     registers["register_operands"] &= operand_register(multipliers, options.family)
     registers["register_operand_copies"] &= operand_copies(options.family)
+    registers["register_thresholds_fetch"] &= fetches_thresholds(options.family)
     # In the block RAM's own output register (free) on the ECP5 only.
     registers["register_threshold_read"] &= options.family is Family.ECP5
     if threshold is not None:
