@@ -95,5 +95,20 @@ def main(argv=None) -> int:
     return 0
 
 
+def run() -> int:
+    """``main`` with qloom's own errors and an interrupt (Ctrl-C; SIGTERM or SIGHUP during
+    the build) reported in one line instead of a traceback. Every step writes its folder
+    whole or not at all, so what ``out/demo`` holds after an interrupt is complete."""
+    from qloom.errors import QloomError
+    try:
+        return main()
+    except QloomError as e:
+        print(f"demo: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("demo: interrupted", file=sys.stderr)
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
