@@ -367,10 +367,27 @@ class SlidingWindow(wiring.Component):
                          col_words.eq(Mux(last, next_x0_words, col_words + CW))]
         m.d.comb += c.next_iy.eq(iy)
 
-        # The rows released when the window moves down: up to the next window's first
-        # row, clamped to the image (``next_rel``, a register kept with ``lo_row``), and
-        # the candidate's release plus the line buffer's rows and that less one, for the
-        # writer's room (``_Rows.room_limits``).
+        with m.If(load):
+            m.d.sync += [c.valid.eq(1), c.iy.eq(iy), c.frame.eq(frame_last),
+                         c.pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
+                         c.addr.eq(row_words + col_words + cw)]
+        with m.If(load & pixel_last):
+            # The row's next-to-last pixel, from its first column.
+            m.d.sync += ox_last.eq(Mux(ox_last, self._out_w == 1,
+                                       x0 == -left + (self._out_w - 2) * SW))
+        with m.If(load & row_last):
+            m.d.sync += oy_last.eq(Mux(oy_last, self._out_h == 1,
+                                       lo_row == -top + (self._out_h - 2) * SH))
+        self._elaborate_release(m, rows, load, lo_row, row_last, oy_last)
+
+    def _elaborate_release(self, m, rows, load, lo_row, row_last, oy_last):
+        """The rows the candidate releases when issued: when the window moves down, up to
+        the next window's first row, clamped to the image (``next_rel``, a register kept
+        with ``lo_row``); all of the frame's rest at its end. Also that count plus the line
+        buffer's rows and plus one less, for the writer's room (``_Rows.room_limits``)."""
+        H, top, SH, R = self._in_h, self._pads[0], self._stride[0], self.buffer_rows
+        frame_last = row_last & oy_last
+
         def clamp(row, offset=0):
             if isinstance(row, int):
                 return min(max(row, 0), H) + offset
@@ -382,20 +399,11 @@ class SlidingWindow(wiring.Component):
         next_rels = [Signal(range(H + offset + 1), init=clamp(-top + SH, offset),
                             name=f"next_rel{k}") for k, offset in enumerate(offsets)]
         with m.If(load):
-            m.d.sync += [c.valid.eq(1), c.iy.eq(iy), c.frame.eq(frame_last),
-                         c.pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
-                         c.addr.eq(row_words + col_words + cw)]
             m.d.sync += [reg.eq(Mux(frame_last, H + offset - rel,
                                     Mux(row_last, next_rel - rel, offset)))
                          for reg, next_rel, offset in zip(released, next_rels, offsets)]
-        with m.If(load & pixel_last):
-            # The row's next-to-last pixel, from its first column.
-            m.d.sync += ox_last.eq(Mux(ox_last, self._out_w == 1,
-                                       x0 == -left + (self._out_w - 2) * SW))
         with m.If(load & row_last):
-            m.d.sync += [rel.eq(Mux(oy_last, 0, next_rels[0])),
-                         oy_last.eq(Mux(oy_last, self._out_h == 1,
-                                        lo_row == -top + (self._out_h - 2) * SH))]
+            m.d.sync += rel.eq(Mux(oy_last, 0, next_rels[0]))
             m.d.sync += [next_rel.eq(Mux(oy_last, clamp(-top + SH, offset),
                                          clamp(lo_row + 2 * SH, offset)))
                          for next_rel, offset in zip(next_rels, offsets)]
