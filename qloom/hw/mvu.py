@@ -98,7 +98,8 @@ def operand_register(multipliers: bool, family) -> bool:
     return multipliers or family is Family.ECP5
 
 
-# PEs that read one register copy of the input word (``MVU._elaborate_operands``).
+# PEs that read one register copy of the input word (``MVU._elaborate_operands``) when
+# their weights are in logic; a PE whose weights are in block RAM gets a copy of its own.
 OPERAND_PES = 4
 
 
@@ -110,19 +111,29 @@ def operand_copies(family) -> bool:
     return family is Family.ECP5
 
 
-def operand_groups(pe: int, copies: bool = True) -> int:
-    """The register copies of a pipelined MVU's input word: one per ``OPERAND_PES`` PEs
-    (one without ``copies``)."""
-    return -(-pe // OPERAND_PES) if copies else 1
+def operand_groups(pe: int, copies: bool = True, weights_block: bool = False) -> int:
+    """The register copies of a pipelined MVU's input word: one per ``OPERAND_PES`` PEs,
+    or one per PE when the weights are in block RAM (``weights_block``), one without
+    ``copies``.
+
+    A PE with its weights in logic is placed beside its group's copy; a PE with its
+    weights in block RAM sits by its block, and the blocks of a design that uses most of
+    them are spread over the die: CNV-w1a1's Conv_3 (16 PEs, copies per 4) routed at
+    86.25 MHz for 104, its critical path a group's choice of the stream's or the buffer's
+    word to a PE 31 rows from the group's copy (8.51 ns of route)."""
+    if not copies:
+        return 1
+    return pe if weights_block else -(-pe // OPERAND_PES)
 
 
 def operand_copy_registers(*, pe: int, word_bits: int, buffered: bool,
-                           buffer_copies: bool, copies: bool = True) -> int:
-    """The flip-flops of the input word's operand registers: per group of PEs
+                           buffer_copies: bool, copies: bool = True,
+                           weights_block: bool = False) -> int:
+    """The flip-flops of the input word's operand registers: per copy
     (``operand_groups``) the stream's word and the choice (and, with ``buffer_copies``, the
     buffer's word); a block RAM buffer's word (``buffered`` and not ``buffer_copies``)
     once."""
-    groups = operand_groups(pe, copies)
+    groups = operand_groups(pe, copies, weights_block)
     if not buffered:
         return groups * word_bits
     return groups * (word_bits + 1) + word_bits * (groups if buffer_copies else 1)
@@ -183,7 +194,8 @@ class MVU(wiring.Component):
     (qloom.flows.ecp5_outreg). Without it the block's clock-to-out (5.8 ns) began the
     compare's path into the output queue: LFC-w1a1's layers at 86 MHz.
     ``register_operand_copies`` registers the input word once per ``OPERAND_PES`` PEs
-    when the operands are registered (``operand_groups``, ``operand_copies``);
+    (per PE with the weights in block RAM) when the operands are registered
+    (``operand_groups``, ``operand_copies``);
     ``register_thresholds_fetch`` reads fused thresholds in logic from a register of their
     fold counter (``thresholds_fetch``, ``fetches_thresholds``).
     """
@@ -355,6 +367,12 @@ class MVU(wiring.Component):
             self._threshold_ram_style is RamStyle.BLOCK)
 
     @property
+    def weights_block(self) -> bool:
+        """Whether the weights are in block RAM or SPRAM (each PE's operand copy then
+        its own, ``operand_groups``)."""
+        return self._ram_style in (RamStyle.BLOCK, RamStyle.SPRAM)
+
+    @property
     def buffer_copies(self) -> bool:
         """Whether the input buffer's word gets a register per group of PEs (``x`` in
         ``_elaborate_operands``): when the buffer is in logic or distributed RAM, whose
@@ -461,15 +479,16 @@ class MVU(wiring.Component):
         # follows a block RAM read, which the ECP5 block can then hold itself
         # (qloom.flows.ecp5_outreg; the mux behind the buffer's block RAM cost TFC-w2a2
         # 1.5 ns of 9.1 at 150 MHz). The input words (and the choice) are registered once
-        # per group of PEs (``operand_groups``), each copy near its PEs: one register read
-        # by all 16 PEs of CNV-w1a1's Conv_3 was its ECP5 critical path (14 ns of route to
-        # a PE 30 rows away). A block RAM buffer's word keeps one register, in the block.
+        # per group of PEs or per PE (``operand_groups``), each copy near its PEs: one
+        # register read by all 16 PEs of CNV-w1a1's Conv_3 was its ECP5 critical path (14 ns
+        # of route to a PE 30 rows away). A block RAM buffer's word keeps one register, in
+        # the block.
         shared = x_buffered is not None and not self.buffer_copies
         rows = [[w]] + ([[x_buffered]] if shared else [])
         regs, tag = self._stage(m, "operand", rows, tag)
         w = w_layout(regs[0][0])
         words = []
-        groups = operand_groups(self._pe, self._operand_copies)
+        groups = operand_groups(self._pe, self._operand_copies, self.weights_block)
         for group in range(groups):
             x = self._copy(m, x_reg, f"operand_x{group}")
             from_stream = self._copy(m, x_from_stream, f"operand_from_stream{group}")
@@ -994,7 +1013,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         f.add("ff", "operands", (word_bits if nf * sf > 1 else 1)
               + operand_copy_registers(pe=pe, word_bits=simd * in_type.bits,
                                        buffered=nf > 1, buffer_copies=not buffer_block,
-                                       copies=operand_copies(family)))
+                                       copies=operand_copies(family),
+                                       weights_block=weights_block or weights_spram))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
           + tag_copy_registers(pe, acc_bits, chained=pipeline))

@@ -117,6 +117,12 @@ CASES = {
     "mac-operand-copies-block-buffer": (12, 8, 6, 2, INT4, UINT4, None,
                                         {"buffer_ram_style": RamStyle.BLOCK, "dsp_budget": 2,
                                          "register_operand_copies": True}),
+    # With the weights in block RAM: a copy per PE (the buffer's too).
+    "xnor-operand-copies-block-weights": (12, 12, 6, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
+                                          {"ram_style": RamStyle.BLOCK,
+                                           "buffer_ram_style": RamStyle.LUTRAM,
+                                           "register_operands": True,
+                                           "register_operand_copies": True}),
     # Six banks: chosen in two steps (a group register between).
     "xnor-banked-groups": (12, 8, 2, 2, BIPOLAR, BIPOLAR, (1, BIPOLAR),
                            {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),

@@ -166,32 +166,35 @@ def test_register_copies_stay_apart(tmp_path, family):
     assert r.ff == 1 + 4 + 4 * 8
 
 
-def test_mvu_operand_copies_stay_apart(tmp_path):
-    """An MVU of 8 PEs registers its input word once per 4 PEs (``operand_groups``), the
-    stream's and the distributed buffer's word and the choice, and Yosys keeps the copies
-    apart (not merged back into one register that every PE reads)."""
+@pytest.mark.parametrize("ram_style, groups", [("DISTRIBUTED", 2), ("BLOCK", 8)])
+def test_mvu_operand_copies_stay_apart(tmp_path, ram_style, groups):
+    """An MVU of 8 PEs registers its input word once per 4 PEs, or once per PE with its
+    weights in block RAM (``operand_groups``), the stream's and the distributed buffer's
+    word and the choice, and Yosys keeps the copies apart (not merged back into one
+    register that every PE reads)."""
     import numpy as np
     from qloom.hw.mvu import MVU, operand_copy_registers, operand_groups
     from qloom.hw.weight_mem import RamStyle
     from qloom.nn.dtypes import BIPOLAR
     weights = np.random.default_rng(0).choice([-1, 1], size=(16, 32))
     dut = MVU(weights=weights, w_type=BIPOLAR, in_type=BIPOLAR, pe=8, simd=16,
-              buffer_ram_style=RamStyle.LUTRAM, register_operands=True,
-              register_operand_copies=True)
-    assert dut.buffer_copies and operand_groups(8) == 2
+              ram_style=RamStyle[ram_style], buffer_ram_style=RamStyle.LUTRAM,
+              register_operands=True, register_operand_copies=True)
+    block = ram_style == "BLOCK"
+    assert dut.buffer_copies and operand_groups(8, weights_block=block) == groups
     synthesize(dut, family="ecp5", build_dir=tmp_path, progress=False)
     netlist = json.loads((tmp_path / "top.json").read_text())
     copies = {}
     for module in netlist["modules"].values():
         for name, net in module["netnames"].items():
             for key in ("operand_x", "operand_buffered", "operand_from_stream"):
-                for group in range(2):
+                for group in range(groups):
                     if name.split(".")[-1] == f"{key}{group}":
                         copies[key, group] = tuple(net["bits"])
-    assert len(copies) == 6, sorted(copies)
+    assert len(copies) == 3 * groups, sorted(copies)
     bits = [bit for word in copies.values() for bit in word]
     assert len(set(bits)) == len(bits) == operand_copy_registers(
-        pe=8, word_bits=16, buffered=True, buffer_copies=True)
+        pe=8, word_bits=16, buffered=True, buffer_copies=True, weights_block=block)
 
 
 class OneWordRom(wiring.Component):
