@@ -285,22 +285,25 @@ class SlidingWindow(wiring.Component):
         and a few compares of registers: computed from the counters (the buffer slot modulo
         the rows, times the row's words, plus the column times the pixel's words), the read
         address and the input room were the deepest logic of CNV-w1a1 (7-9 levels)."""
-        H, W = self._in_h, self._in_w
-        (KH, KW), (SH, SW) = self._kernel, self._stride
-        top, left, bottom, right = self._pads
-        CW = self._channels // self._simd   # words per pixel
-        RW, R = self._row_words, self.buffer_rows
-        words = R * RW                                    # the buffer, R rows of RW words
-        c, load = candidate, candidate.load
+        counters = self._elaborate_counters(m, candidate.load)
+        origin = self._elaborate_origin(m, candidate.load, counters)
+        self._elaborate_position(m, candidate, counters, origin)
+        self._elaborate_release(m, rows, candidate.load, origin.lo_row, counters.row_last,
+                                counters.oy_last)
+
+    def _elaborate_counters(self, m, load) -> "_Counters":
+        """The window's word counters (channel words, kernel column and row, in the
+        window's order), each with a register saying that it is at its last value, and
+        the last-pixel, last-row and last-frame conditions built from those.
+
+        Each counter's enable is ``load`` and a product of those registers (``below``:
+        every counter inside this one at its last value), and what any register here loads
+        depends on registers only. With equality compares chained after ``load`` and
+        nested pixel/row/frame conditions (a mux level each), the output's ready through
+        ``load`` into the counters was CNV-w1a1's deepest logic: seven LUT levels."""
+        (KH, KW), CW = self._kernel, self._channels // self._simd   # words per pixel
         kh, kw = Signal(range(KH), name="kh"), Signal(range(KW), name="kw")
         cw = Signal(range(CW), name="cw")
-
-        # Every counter keeps a register saying that it is at its last value. Each
-        # counter's enable is `load` and a product of those registers (`below`: every
-        # counter inside this one at its last value), and what any register here loads
-        # depends on registers only. With equality compares chained after `load` and
-        # nested pixel/row/frame conditions (a mux level each), the output's ready through
-        # `load` into the counters was CNV-w1a1's deepest logic: seven LUT levels.
         inner = [(cw, CW), (kw, KW), (kh, KH)]
         if self._order is WindowOrder.C_KH_KW:
             inner = [(kw, KW), (kh, KH), (cw, CW)]
@@ -314,71 +317,89 @@ class SlidingWindow(wiring.Component):
             below = below & last
         ox_last = Signal(init=self._out_w == 1)
         oy_last = Signal(init=self._out_h == 1)
-        pixel_last = below                          # the window's last word
-        row_last = pixel_last & ox_last             # ... of the row's last pixel
-        frame_last = row_last & oy_last             # ... of the frame's last row
+        return _Counters(cw=cw, row_step=steps["kh"], column_step=steps["kw"],
+                         pixel_last=below, ox_last=ox_last, oy_last=oy_last)
 
-        # The window's first input column (x0) and row (lo_row), and where they are in
-        # the buffer: ``x0_words = x0 * CW``, ``lo_words = (row's slot) * RW``.
+    def _elaborate_origin(self, m, load, counters) -> "_Origin":
+        """The window's first input column (``x0``) and row (``lo_row``), where they are
+        in the buffer (``x0 * CW`` words, the row's slot times ``RW``), and the next
+        window's: the next window row's first row and its words are the next frame's (which
+        begins ``H`` rows after this frame's row 0) after the frame's last row. Both
+        candidate words are registers kept with ``frame_words`` and ``lo_words`` (computed
+        after them, the additions modulo the buffer and three choices were CNV-w1a1's
+        deepest logic into ``row_words``, 9.75 ns by logic_depth). Also the counters'
+        last-pixel-of-row and last-row-of-frame registers, which follow the origin."""
+        H, W = self._in_h, self._in_w
+        SH, SW = self._stride
+        top, left, bottom, right = self._pads
+        CW = self._channels // self._simd   # words per pixel
+        RW, R = self._row_words, self.buffer_rows
+        words = R * RW                      # the buffer, R rows of RW words
+        c = counters
+        pixel_last, row_last = c.pixel_last, c.row_last
         x0 = Signal(range(-left, W + right + 1), init=-left)
         x0_words = Signal(range(-left * CW, (W + right + 1) * CW), init=-left * CW)
         lo_row = Signal(range(-top, H + bottom + 1), init=-top)
         lo_words = Signal(range(words), init=(-top % R) * RW)
         frame_words = Signal(range(words))          # the frame's row 0
-        next_x0 = Mux(pixel_last, Mux(ox_last, -left, x0 + SW), x0)
-        next_x0_words = Mux(pixel_last, Mux(ox_last, -left * CW, x0_words + SW * CW), x0_words)
-        # The next window row's first row and its words: the next frame's (which begins
-        # ``H`` rows after this frame's row 0) after the frame's last row. Both candidate
-        # words are registers kept with ``frame_words`` and ``lo_words`` (computed after
-        # them, the additions modulo the buffer and three choices were CNV-w1a1's deepest
-        # logic into ``row_words``, 9.75 ns by logic_depth).
+        next_x0 = Mux(pixel_last, Mux(c.ox_last, -left, x0 + SW), x0)
+        next_x0_words = Mux(pixel_last, Mux(c.ox_last, -left * CW, x0_words + SW * CW),
+                            x0_words)
+
         def rows_on(value, rows):
             """The buffer address ``rows`` rows after ``value``."""
             return _add_mod(value, rows * RW, words)
 
         frame_lo_words = Signal(range(words), init=rows_on(0, H - top))
         lo_down_words = Signal(range(words), init=rows_on((-top % R) * RW, SH))
-        down_lo = Mux(oy_last, -top, lo_row + SH)
-        down_words = Mux(oy_last, frame_lo_words, lo_down_words)
-        next_lo = Mux(row_last, down_lo, lo_row)
-        next_lo_words = Mux(row_last, down_words, lo_words)
+        down_lo = Mux(c.oy_last, -top, lo_row + SH)
+        down_words = Mux(c.oy_last, frame_lo_words, lo_down_words)
         with m.If(load & pixel_last):
             m.d.sync += [x0.eq(next_x0), x0_words.eq(next_x0_words)]
+            # The row's next-to-last pixel, from its first column.
+            m.d.sync += c.ox_last.eq(Mux(c.ox_last, self._out_w == 1,
+                                         x0 == -left + (self._out_w - 2) * SW))
         with m.If(load & row_last):
             m.d.sync += [lo_row.eq(down_lo), lo_words.eq(down_words),
-                         lo_down_words.eq(Mux(oy_last, rows_on(frame_words, H - top + SH),
-                                              rows_on(lo_words, 2 * SH)))]
-        with m.If(load & frame_last):
+                         lo_down_words.eq(Mux(c.oy_last, rows_on(frame_words, H - top + SH),
+                                              rows_on(lo_words, 2 * SH))),
+                         c.oy_last.eq(Mux(c.oy_last, self._out_h == 1,
+                                          lo_row == -top + (self._out_h - 2) * SH))]
+        with m.If(load & c.frame_last):
             m.d.sync += [frame_words.eq(rows_on(frame_words, H)),
                          frame_lo_words.eq(rows_on(frame_words, 2 * H - top))]
+        return _Origin(lo_row=lo_row, next_x0=next_x0, next_x0_words=next_x0_words,
+                       next_lo=Mux(row_last, down_lo, lo_row),
+                       next_lo_words=Mux(row_last, down_words, lo_words))
 
-        # The position's input row and column and their words in the buffer.
+    def _elaborate_position(self, m, candidate, counters, origin):
+        """The position's input row and column and their words in the buffer, each moving
+        by a constant or taking the origin's, and from them the candidate: its read address
+        (one addition of registers), padding and input row."""
+        H, W = self._in_h, self._in_w
+        KH, KW = self._kernel
+        top, left, bottom, right = self._pads
+        CW = self._channels // self._simd   # words per pixel
+        RW, words = self._row_words, self.buffer_rows * self._row_words
+        c, o = candidate, origin
         iy = Signal(range(-top, H + bottom + KH), init=-top)
         ix = Signal(range(-left, W + right + KW), init=-left)
-        row_words = Signal(range(words), init=(-top % R) * RW)
-        col_words = Signal.like(x0_words, init=-left * CW)
-        step, last = steps[kh.name]
+        row_words = Signal(range(words), init=(-top % self.buffer_rows) * RW)
+        col_words = Signal(range(-left * CW, (W + right + 1) * CW), init=-left * CW)
+        step, last = counters.row_step
         with m.If(step):
-            m.d.sync += [iy.eq(Mux(last, next_lo, iy + 1)),
-                         row_words.eq(Mux(last, next_lo_words, _add_mod(row_words, RW, words)))]
-        step, last = steps[kw.name]
+            m.d.sync += [iy.eq(Mux(last, o.next_lo, iy + 1)),
+                         row_words.eq(Mux(last, o.next_lo_words,
+                                          _add_mod(row_words, RW, words)))]
+        step, last = counters.column_step
         with m.If(step):
-            m.d.sync += [ix.eq(Mux(last, next_x0, ix + 1)),
-                         col_words.eq(Mux(last, next_x0_words, col_words + CW))]
+            m.d.sync += [ix.eq(Mux(last, o.next_x0, ix + 1)),
+                         col_words.eq(Mux(last, o.next_x0_words, col_words + CW))]
         m.d.comb += c.next_iy.eq(iy)
-
-        with m.If(load):
-            m.d.sync += [c.valid.eq(1), c.iy.eq(iy), c.frame.eq(frame_last),
+        with m.If(c.load):
+            m.d.sync += [c.valid.eq(1), c.iy.eq(iy), c.frame.eq(counters.frame_last),
                          c.pad.eq((iy < 0) | (iy >= H) | (ix < 0) | (ix >= W)),
-                         c.addr.eq(row_words + col_words + cw)]
-        with m.If(load & pixel_last):
-            # The row's next-to-last pixel, from its first column.
-            m.d.sync += ox_last.eq(Mux(ox_last, self._out_w == 1,
-                                       x0 == -left + (self._out_w - 2) * SW))
-        with m.If(load & row_last):
-            m.d.sync += oy_last.eq(Mux(oy_last, self._out_h == 1,
-                                       lo_row == -top + (self._out_h - 2) * SH))
-        self._elaborate_release(m, rows, load, lo_row, row_last, oy_last)
+                         c.addr.eq(row_words + col_words + counters.cw)]
 
     def _elaborate_release(self, m, rows, load, lo_row, row_last, oy_last):
         """The rows the candidate releases when issued: when the window moves down, up to
@@ -441,6 +462,42 @@ class _Candidate:
     iy: Signal
     load: Signal
     next_iy: Signal
+
+
+@dataclasses.dataclass(frozen=True)
+class _Counters:
+    """The walk's word counters (``SlidingWindow._elaborate_counters``): the channel word
+    ``cw``, the kernel row's and column's (enable, at last value) pairs, the window's last
+    word (``pixel_last``) and the registers saying that the output pixel is its row's last
+    (``ox_last``) and the output row the frame's last (``oy_last``)."""
+    cw: Signal
+    row_step: tuple
+    column_step: tuple
+    pixel_last: object
+    ox_last: Signal
+    oy_last: Signal
+
+    @property
+    def row_last(self):
+        """The window's last word of its row's last pixel."""
+        return self.pixel_last & self.ox_last
+
+    @property
+    def frame_last(self):
+        """The window's last word of the frame's last pixel."""
+        return self.row_last & self.oy_last
+
+
+@dataclasses.dataclass(frozen=True)
+class _Origin:
+    """The window origin's row and the next position's origin (``_elaborate_origin``):
+    the first row, column and their buffer words the kernel's row and column counters
+    return to."""
+    lo_row: Signal
+    next_x0: object
+    next_x0_words: object
+    next_lo: object
+    next_lo_words: object
 
 
 def buffer_rows(in_h: int, kernel: tuple, stride: tuple, pads: tuple = (0, 0, 0, 0)) -> int:
