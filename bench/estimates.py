@@ -53,6 +53,11 @@ def designs() -> list[Design]:
     return bundled + [
         Design("tfc_w1a1 fold auto", MODELS / "tfc_w1a1.onnx", {"fold": "auto"}),
         Design("jettagging_w6a6 fold auto", MODELS / "jettagging_w6a6.onnx", {"fold": "auto"}),
+        # Latency mode (unrolled engines): the UP5K holds neither; without these rows the
+        # unrolled engine's coefficients are fitted only from the layers --fold auto unrolls.
+        Design("tfc_w1a1 latency", MODELS / "tfc_w1a1.onnx", {"latency": True}, ("ecp5",)),
+        Design("jettagging_w6a6 latency", MODELS / "jettagging_w6a6.onnx", {"latency": True},
+               ("ecp5",)),
         # FINN's CNV does not fit the UP5K at any folding: ECP5 only.
         Design("cnv_w1a1 default", cnv, {}, ("ecp5",)),
         Design("cnv_w1a1 fold auto", cnv, {"fold": "auto"}, ("ecp5",)),
