@@ -47,8 +47,10 @@ input until ``load.done``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, Shape, Signal, Value, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -124,6 +126,27 @@ def operand_groups(pe: int, copies: bool = True, weights_block: bool = False) ->
     if not copies:
         return 1
     return pe if weights_block else -(-pe // OPERAND_PES)
+
+
+def pe_groups(pe: int, groups: int) -> list[range]:
+    """The PEs of each of ``groups`` groups (``operand_groups``, ``rom_groups``): runs of
+    ``ceil(pe / groups)`` PEs, the last one shorter."""
+    per_group = -(-pe // groups)
+    return [range(lo, min(pe, lo + per_group)) for lo in range(0, pe, per_group)]
+
+
+def rom_groups(pe: int, copies: bool, fetch: bool) -> int:
+    """The ROMs that weights in logic are cut into, one per group of PEs
+    (``pe_groups``), each read from a copy of its own of the fetch register
+    (``fetch_register``): one per operand group when the input word has copies
+    (``operand_groups``), else one ROM.
+
+    Synthesis builds each distinct bit column of a ROM once (``weight_columns``): one ROM
+    for a whole layer shares a column among PEs anywhere on the die. CNV-w1a1's Conv_1
+    (64 PEs, 9 words of 4,096 bits) kept 512 columns, each read by 5 to 14 PEs, and its
+    ECP5 critical path was one of them, 13 ns of route to a PE 32 columns and 28 rows
+    away (71.75 MHz for 104)."""
+    return operand_groups(pe, copies) if fetch else 1
 
 
 def operand_copy_registers(*, pe: int, word_bits: int, buffered: bool,
@@ -359,6 +382,11 @@ class MVU(wiring.Component):
         return fetch_register(self._ram_style is RamStyle.DISTRIBUTED, self._register_operands)
 
     @property
+    def rom_groups(self) -> int:
+        """The ROMs the weights are cut into (``rom_groups``)."""
+        return rom_groups(self._pe, self._operand_copies, self.fetch_register)
+
+    @property
     def thresholds_fetch(self) -> bool:
         """Whether fused thresholds in logic are read from a register of their fold
         counter (``register_thresholds_fetch`` and ``thresholds_fetch``)."""
@@ -396,8 +424,8 @@ class MVU(wiring.Component):
         # SPRAM weights: nothing is issued before they are loaded.
         loaded = self.load.done if spram else 1
         queue, issue, s_fold, s_last, from_stream, w_addr = self._elaborate_issue(m, loaded)
-        w_port, w_layout = self._elaborate_weight_port(m, w_addr, spram)
-        w, x, tag = self._elaborate_operands(m, w_port, w_layout, issue, s_fold, s_last,
+        w_data, w_layout = self._elaborate_weight_port(m, w_addr, spram)
+        w, x, tag = self._elaborate_operands(m, w_data, w_layout, issue, s_fold, s_last,
                                              from_stream)
         blocks = self._elaborate_dsp_feed(m, w, x)
         terms, tag = self._elaborate_terms(m, w, x, blocks, tag)
@@ -407,7 +435,12 @@ class MVU(wiring.Component):
 
     def _elaborate_weight_port(self, m, w_addr, spram):
         """The weight memory and its read port, addressed from ``w_addr`` (or its fetch
-        register): ``(port, layout of its data)``."""
+        register): ``(read data, layout of the data)``. Weights in logic read from a fetch
+        register are ROMs per group of PEs, each from a copy of the register of its own
+        (``rom_groups``)."""
+        roms = self.rom_groups
+        if roms > 1:
+            return self._elaborate_weight_roms(m, w_addr, roms)
         weights, w_layout = self._weight_memory()
         m.submodules.weights = weights
         if spram:
@@ -420,9 +453,26 @@ class MVU(wiring.Component):
             w_fetch = Signal.like(w_addr, name="w_addr_fetch")
             m.d.sync += w_fetch.eq(w_addr)
         m.d.comb += [w_port.addr.eq(w_fetch), w_port.en.eq(1)]
-        return w_port, w_layout
+        return w_port.data, w_layout
 
-    def _elaborate_operands(self, m, w_port, w_layout, issue, s_fold, s_last, from_stream):
+    def _elaborate_weight_roms(self, m, w_addr, roms):
+        """The weights in logic as ``roms`` ROMs (``rom_groups``), one per group of PEs,
+        each addressed from its own copy of the fetch register: ``(read data, layout)``."""
+        words, w_layout = self._weight_words()
+        pe_bits = w_layout.size // self._pe
+        data = []
+        for group, pes in enumerate(pe_groups(self._pe, roms)):
+            lo, width = pes.start * pe_bits, len(pes) * pe_bits
+            weights = rom(unsigned(width), [(word >> lo) & ((1 << width) - 1) for word in words],
+                          self._ram_style)
+            m.submodules[f"weights{group}"] = weights
+            port = weights.read_port()
+            m.d.comb += [port.addr.eq(self._copy(m, w_addr, f"w_addr_fetch{group}")),
+                         port.en.eq(1)]
+            data.append(port.data)
+        return Cat(*data), w_layout
+
+    def _elaborate_operands(self, m, w_data, w_layout, issue, s_fold, s_last, from_stream):
         """The weight word and the input word (from the stream or the buffer) of each
         issued step, with the pipeline tag that travels beside them: ``(w, x, tag)``, ``x``
         one input word per PE (equal words, copies of each other's registers)."""
@@ -471,7 +521,7 @@ class MVU(wiring.Component):
             x_reg, x_from_stream = in_layout(regs[0][0]), tag.pop("from_stream")
             if x_buffered is not None:
                 x_buffered = in_layout(regs[1][0])
-        w = w_layout(w_port.data)
+        w = w_layout(w_data)
         if not self._register_operands:
             return w, [self._chosen(m, x_reg, x_buffered, x_from_stream, "")] * self._pe, tag
         # The memories' read data go straight into the operand registers, the input
@@ -496,8 +546,8 @@ class MVU(wiring.Component):
                         None if x_buffered is None else
                         self._copy(m, x_buffered, f"operand_buffered{group}"))
             words.append(self._chosen(m, x, buffered, from_stream, str(group)))
-        per_group = -(-self._pe // groups)
-        return w, [words[p // per_group] for p in range(self._pe)], tag
+        return w, [words[g] for g, pes in enumerate(pe_groups(self._pe, groups))
+                   for _ in pes], tag
 
     @staticmethod
     def _copy(m, value, name):
@@ -959,20 +1009,23 @@ def weight_codes(weights: np.ndarray, w_type: DataType, pe: int, simd: int) -> n
 FEW_WORDS = 16
 
 
-def weight_columns(weights: np.ndarray, w_type: DataType, pe: int, simd: int) -> int | None:
-    """The distinct bit columns of a shallow weight memory (``FEW_WORDS`` words or fewer),
-    None for a deeper one. In LUTs, a column is a function of the address, and synthesis
-    builds each distinct one once (identical LUTs and the identical registers after them
-    are merged): TFC-w1a1 --fold auto's 784x64 layer at pe 64, simd 196 has 4 words of
-    12,544 bits but at most 16 distinct columns; counted as 12,544 its estimate had 25k
-    flip-flops and 12.5k LUT4s that Yosys did not build."""
+def weight_columns(weights: np.ndarray, w_type: DataType, pe: int, simd: int,
+                   groups: int = 1) -> int | None:
+    """The distinct bit columns of a shallow weight memory (``FEW_WORDS`` words or fewer)
+    cut into ``groups`` ROMs (``rom_groups``), summed over them; None for a deeper one. In
+    LUTs, a column is a function of the address, and synthesis builds each distinct one
+    once per ROM (identical LUTs and the identical registers after them are merged):
+    TFC-w1a1 --fold auto's 784x64 layer at pe 64, simd 196 has 4 words of 12,544 bits but
+    at most 16 distinct columns; counted as 12,544 its estimate had 25k flip-flops and
+    12.5k LUT4s that Yosys did not build."""
     mh, mw = weights.shape
     if (mh // pe) * (mw // simd) > FEW_WORDS:
         return None
     codes = weight_codes(weights, w_type, pe, simd)
     width = shape_of(w_type).width
-    bits = (codes[:, :, None] >> np.arange(width)) & 1
-    return int(np.unique(bits.reshape(len(codes), -1), axis=1).shape[1])
+    bits = ((codes[:, :, None] >> np.arange(width)) & 1).reshape(len(codes), pe, -1)
+    return sum(int(np.unique(bits[:, pes].reshape(len(codes), -1), axis=1).shape[1])
+               for pes in pe_groups(pe, groups))
 
 
 def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type: DataType,
@@ -981,7 +1034,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
              buffer_block: bool, family, weights_spram: bool = False,
              threshold_bits: int | None = None,
              weight_bank_depth: int | None = None,
-             weight_columns: int | None = None) -> Features:
+             weight_columns: Callable[[int], int | None] | None = None) -> Features:
     """The MVU's resources as :class:`qloom.hw.estimate.Features`, from the parameters it
     is built from: ``thresholds`` fused thresholds per channel of ``out_bits``-bit
     outputs (0: none), ``dsps`` lanes on DSP blocks (``dsp_blocks``: ECP5 MULT18X18D
@@ -990,7 +1043,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     the weights in SPRAMs, whose address and select muxes are the logic they add;
     ``threshold_bits``: the thresholds' bits per lane, ``threshold_lane_bits``, when the
     values are known, else ``thresholds * acc_bits``; ``weight_columns``: the distinct
-    bit columns of a shallow weight memory, :func:`weight_columns`)."""
+    bit columns of a shallow weight memory in a given number of ROMs,
+    :func:`weight_columns` of the layer's weights)."""
     path = select_datapath(w_type, in_type)
     f = Features("mvu_" + {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub",
                            Datapath.MAC: "mac"}[path])
@@ -1003,10 +1057,12 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     f.add("ff", "counters", counter_bits)
     _datapath_estimate(f, path, pe=pe, simd=simd, w_type=w_type, in_type=in_type, dsps=dsps,
                        pipeline=pipeline, dsp_blocks=dsp_blocks)
+    operands = pipeline and operand_register(path is Datapath.MAC, family)
+    fetch = fetch_register(not (weights_block or weights_spram), operands)
+    roms = rom_groups(pe, operand_copies(family), fetch)
     word_bits = _weight_word_bits(nf * sf, pe * simd * w_type.bits, family=family,
                                   weights_block=weights_block, weights_spram=weights_spram,
-                                  weight_columns=weight_columns)
-    operands = pipeline and operand_register(path is Datapath.MAC, family)
+                                  weight_columns=weight_columns and weight_columns(roms))
     if operands:
         # The weights (a one-word memory's are constants: see memory_cost) and the input
         # word's copies; with later neuron folds also the buffer's (chosen after them).
@@ -1038,10 +1094,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
             f.add("ff", "fetch", (nf - 1).bit_length())
     # The registers on the way from the memories, and the output queue (in logic: a few
     # words read asynchronously) with its credit.
-    fetch = fetch_register(not (weights_block or weights_spram), operands)
     if fetch:
+        # The address's copies (one per ROM) and the inputs and tag that wait for it.
         f.add("ff", "fetch", simd * in_type.bits * (2 if nf > 1 else 1)
-              + (nf * sf - 1).bit_length() + 4)
+              + roms * (nf * sf - 1).bit_length() + 4)
     waits = bank_stages(nf * sf, weight_bank_depth)
     # The inputs and the tag wait for the banks' registers.
     f.add("ff", "bank", waits * (simd * in_type.bits * (2 if nf > 1 else 1) + 4))

@@ -117,6 +117,15 @@ CASES = {
     "mac-operand-copies-block-buffer": (12, 8, 6, 2, INT4, UINT4, None,
                                         {"buffer_ram_style": RamStyle.BLOCK, "dsp_budget": 2,
                                          "register_operand_copies": True}),
+    # Weights in logic read from the fetch register: a ROM per operand group (10 PEs,
+    # 3 ROMs), each from its own copy of the address; binary and multi-bit weights.
+    "xnor-rom-groups": (20, 12, 10, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
+                        {"ram_style": RamStyle.DISTRIBUTED,
+                         "buffer_ram_style": RamStyle.LUTRAM, "register_operands": True,
+                         "register_operand_copies": True}),
+    "mac-rom-groups": (18, 8, 9, 2, INT4, UINT4, (3, INT2),
+                       {"ram_style": RamStyle.DISTRIBUTED, "dsp_budget": 0,
+                        "register_operands": True, "register_operand_copies": True}),
     # With the weights in block RAM: a copy per PE (the buffer's too).
     "xnor-operand-copies-block-weights": (12, 12, 6, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
                                           {"ram_style": RamStyle.BLOCK,

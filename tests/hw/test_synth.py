@@ -197,6 +197,37 @@ def test_mvu_operand_copies_stay_apart(tmp_path, ram_style, groups):
         pe=8, word_bits=16, buffered=True, buffer_copies=True, weights_block=block)
 
 
+def test_mvu_rom_groups_share_columns_within_a_group(tmp_path):
+    """Weights in logic read from a fetch register are a ROM per group of 4 PEs
+    (``rom_groups``): synthesis shares a bit column among a group's PEs only, and the
+    register after the ROMs has as many bits as ``weight_columns`` counts for the groups.
+    All 8 PEs have the same weights: one ROM would share every column among all 8. No
+    lane has one weight in all 3 words (a constant column, which needs no register)."""
+    import numpy as np
+    from qloom.hw.mvu import MVU, weight_columns
+    from qloom.hw.weight_mem import RamStyle
+    from qloom.nn.dtypes import BIPOLAR
+    folds = np.random.default_rng(1).choice([-1, 1], size=(3, 16))
+    folds[2] = np.where(folds[0] == folds[1], -folds[0], folds[2])
+    weights = np.repeat(folds.reshape(1, 48), 8, axis=0)
+    dut = MVU(weights=weights, w_type=BIPOLAR, in_type=BIPOLAR, pe=8, simd=16,
+              ram_style=RamStyle.DISTRIBUTED, register_operands=True,
+              register_operand_copies=True)
+    assert dut.rom_groups == 2
+    synthesize(dut, family="ecp5", build_dir=tmp_path, progress=False)
+    netlist = json.loads((tmp_path / "top.json").read_text())
+    register = addresses = None
+    for module in netlist["modules"].values():
+        nets = {name.split(".")[-1]: net["bits"] for name, net in module["netnames"].items()}
+        register = nets.get("operand0_0", register)
+        addresses = [nets[f"w_addr_fetch{k}"] for k in range(2)
+                     if f"w_addr_fetch{k}" in nets] or addresses
+    columns = weight_columns(weights, BIPOLAR, 8, 16, groups=2)
+    assert columns == 2 * weight_columns(weights, BIPOLAR, 8, 16) < 8 * 16
+    assert len(set(register)) == columns
+    assert len(addresses) == 2 and set(addresses[0]).isdisjoint(addresses[1])
+
+
 class OneWordRom(wiring.Component):
     """A one-word ROM read into a register, the register's word XORed into the output."""
     o: Out(24)

@@ -46,7 +46,7 @@ def mvu_features(*, weights, pe: int, simd: int, w_type: DataType,
         buffer_block=styles.buffer, family=options.family,
         weights_spram=styles.weights_spram, threshold_bits=threshold_bits,
         weight_bank_depth=styles.weight_bank_depth,
-        weight_columns=mvu.weight_columns(weights, w_type, pe, simd))
+        weight_columns=functools.partial(mvu.weight_columns, weights, w_type, pe, simd))
 
 
 class DenseEngine(Engine):
