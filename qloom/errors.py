@@ -34,3 +34,17 @@ class InternalError(QloomError):
 
 class ToolError(QloomError):
     """An external tool (simulator, Yosys, nextpnr) failed; the message carries its output."""
+
+
+def raise_interrupt(error: BaseException) -> None:
+    """Raise ``KeyboardInterrupt`` when ``error`` came from one (in its chain of causes
+    and contexts), so that a Ctrl-C ends a command as interrupted, not as a bug: an
+    interrupt during the import of an extension module (onnxruntime's, on a model's first
+    load) surfaces as pybind11's ``ImportError: initialization failed``, the interrupt its
+    cause."""
+    seen, e = set(), error
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            raise KeyboardInterrupt from error
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..errors import InternalError, QloomError
+from ..errors import InternalError, QloomError, raise_interrupt
 from ..manifest import FORMAT as MANIFEST_FORMAT, read_manifest, write_manifest
 from ..hw.dsp import simulation_models
 from ..hw.protocol import WireFormat
@@ -360,6 +360,7 @@ def run_steps(model, cfg: CompileConfig, *, until: str | None = None, progress=N
         except QloomError:
             raise
         except Exception as e:      # a bug in qloom: one line for the user, chained cause
+            raise_interrupt(e)
             raise InternalError(f"qloom failed in the compile step '{name}': "
                                 f"{type(e).__name__}: {e} (this is a bug in qloom, please "
                                 f"report it with the model)", e) from e

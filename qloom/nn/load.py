@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import numpy as np
 import onnx
 
-from ..errors import InternalError, QloomError, UnsupportedModelError
+from ..errors import InternalError, QloomError, UnsupportedModelError, raise_interrupt
 from .dtypes import DataType
 from .ir import Network
 from .names import SourceNames, tag
@@ -268,6 +268,7 @@ def load(model, *, input_type: DataType | None = None,
         except QloomError as e:
             raise names.error(e) from e
         except Exception as e:      # a bug in qloom: one line for the user, chained cause
+            raise_interrupt(e)
             where = traceback.extract_tb(e.__traceback__)[-1]
             raise InternalError(
                 f"qloom failed to load the model: {type(e).__name__}: {names.text(str(e))} "

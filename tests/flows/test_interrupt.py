@@ -79,3 +79,21 @@ def test_ctrl_c_swallowed_by_a_destructor_still_ends_interrupted(monkeypatch, ca
     assert cli.main([]) == 130
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.strip().endswith("interrupted"), err
+
+
+def test_ctrl_c_during_an_extension_import_ends_interrupted(monkeypatch):
+    """A Ctrl-C while an extension module initializes (onnxruntime's, imported on a model's
+    first load) reaches qloom as pybind11's ``ImportError: initialization failed`` with the
+    interrupt as its cause: the load ends as interrupted, not as a bug in qloom
+    (test_ctrl_c_during_compile[1.0] on a loaded machine)."""
+    from qloom.nn import load
+
+    def prepare(model, names):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise ImportError("initialization failed") from e
+
+    monkeypatch.setattr(load, "prepare", prepare)
+    with pytest.raises(KeyboardInterrupt):
+        load.load(str(MODEL))
