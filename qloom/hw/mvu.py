@@ -149,17 +149,31 @@ def rom_groups(pe: int, copies: bool, fetch: bool) -> int:
     return operand_groups(pe, copies) if fetch else 1
 
 
+def operand_spread(groups: int, waits: int) -> int:
+    """The registers of the stream's word (and of its stream/buffer choice) that the
+    operand copies read when there are more than ``OPERAND_PES`` copies and no stage waits
+    between the stream and the copies (``waits``: fetch and bank stages): one per
+    ``OPERAND_PES`` copies, taken from the stream beside the word's own register (so no
+    cycle is added); else none, and every copy reads that one register.
+
+    CNV-w1a1's Conv_2 (16 PEs by their weights' blocks, a copy each) routed at 81.88 MHz
+    for 104: its critical path was the one register's bit to PE 12's copy, 11.69 ns of
+    route 25 rows down."""
+    return -(-groups // OPERAND_PES) if groups > OPERAND_PES and not waits else 0
+
+
 def operand_copy_registers(*, pe: int, word_bits: int, buffered: bool,
                            buffer_copies: bool, copies: bool = True,
-                           weights_block: bool = False) -> int:
+                           weights_block: bool = False, waits: int = 0) -> int:
     """The flip-flops of the input word's operand registers: per copy
     (``operand_groups``) the stream's word and the choice (and, with ``buffer_copies``, the
     buffer's word); a block RAM buffer's word (``buffered`` and not ``buffer_copies``)
-    once."""
+    once; the spread registers the copies read (``operand_spread``)."""
     groups = operand_groups(pe, copies, weights_block)
+    spread = operand_spread(groups, waits) * (word_bits + buffered)
     if not buffered:
-        return groups * word_bits
-    return groups * (word_bits + 1) + word_bits * (groups if buffer_copies else 1)
+        return spread + groups * word_bits
+    return spread + groups * (word_bits + 1) + word_bits * (groups if buffer_copies else 1)
 
 
 def fetches_thresholds(family) -> bool:
@@ -483,6 +497,18 @@ class MVU(wiring.Component):
         x_from_stream = Signal()
         m.d.sync += [*(tag[key].eq(value) for key, value in issued.items()),
                      x_reg.eq(self.i.payload), x_from_stream.eq(from_stream)]
+        # The weights come a cycle later when they are read from a register of their own
+        # (``w_addr_fetch``), and one or two more when they are read in banks
+        # (``BankedRom``, ``bank_stages``): the input words and the tag wait for them.
+        waits = (["fetch"] if self.fetch_register else []) + \
+            [f"bank{k}_" for k in range(self.bank_stages)]
+        groups = operand_groups(self._pe, self._operand_copies, self.weights_block)
+        # Registers beside ``x_reg`` that the copies read, a few copies each
+        # (``operand_spread``).
+        spread = [(self._copy(m, self.i.payload, f"operand_spread{k}"),
+                   self._copy(m, from_stream, f"operand_spread_from_stream{k}"))
+                  for k in range(operand_spread(groups, len(waits))
+                                 if self._register_operands else 0)]
         in_layout = self.i.payload.shape()
         x_buffered = None
         if nf > 1:
@@ -508,13 +534,8 @@ class MVU(wiring.Component):
                 m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
                              b_write.en.eq(issue & from_stream)]
             x_buffered = b_read.data
-        # The weights come a cycle later when they are read from a register of their own
-        # (``w_addr_fetch``), and one or two more when they are read in banks
-        # (``BankedRom``, ``bank_stages``):
-        # the input words and the tag wait for them (the buffer keeps its read address,
-        # so its write/read order is unchanged).
-        waits = (["fetch"] if self.fetch_register else []) + \
-            [f"bank{k}_" for k in range(self.bank_stages)]
+        # The input words and the tag wait for the weights (the buffer keeps its read
+        # address, so its write/read order is unchanged).
         for wait in waits:
             rows = [[x_reg]] + ([[x_buffered]] if x_buffered is not None else [])
             regs, tag = self._stage(m, wait, rows, tag, extra={"from_stream": x_from_stream})
@@ -538,10 +559,11 @@ class MVU(wiring.Component):
         regs, tag = self._stage(m, "operand", rows, tag)
         w = w_layout(regs[0][0])
         words = []
-        groups = operand_groups(self._pe, self._operand_copies, self.weights_block)
         for group in range(groups):
-            x = self._copy(m, x_reg, f"operand_x{group}")
-            from_stream = self._copy(m, x_from_stream, f"operand_from_stream{group}")
+            x_src, from_src = (spread[group // OPERAND_PES] if spread
+                               else (x_reg, x_from_stream))
+            x = self._copy(m, x_src, f"operand_x{group}")
+            from_stream = self._copy(m, from_src, f"operand_from_stream{group}")
             buffered = (in_layout(regs[1][0]) if shared else
                         None if x_buffered is None else
                         self._copy(m, x_buffered, f"operand_buffered{group}"))
@@ -1059,6 +1081,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                        pipeline=pipeline, dsp_blocks=dsp_blocks)
     operands = pipeline and operand_register(path is Datapath.MAC, family)
     fetch = fetch_register(not (weights_block or weights_spram), operands)
+    waits = bank_stages(nf * sf, weight_bank_depth)
     roms = rom_groups(pe, operand_copies(family), fetch)
     word_bits = _weight_word_bits(nf * sf, pe * simd * w_type.bits, family=family,
                                   weights_block=weights_block, weights_spram=weights_spram,
@@ -1070,7 +1093,8 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
               + operand_copy_registers(pe=pe, word_bits=simd * in_type.bits,
                                        buffered=nf > 1, buffer_copies=not buffer_block,
                                        copies=operand_copies(family),
-                                       weights_block=weights_block or weights_spram))
+                                       weights_block=weights_block or weights_spram,
+                                       waits=fetch + waits))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
           + tag_copy_registers(pe, acc_bits, chained=pipeline))
@@ -1098,7 +1122,6 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         # The address's copies (one per ROM) and the inputs and tag that wait for it.
         f.add("ff", "fetch", simd * in_type.bits * (2 if nf > 1 else 1)
               + roms * (nf * sf - 1).bit_length() + 4)
-    waits = bank_stages(nf * sf, weight_bank_depth)
     # The inputs and the tag wait for the banks' registers.
     f.add("ff", "bank", waits * (simd * in_type.bits * (2 if nf > 1 else 1) + 4))
     depth = output_depth(latency(sf, register_operands=operands, fetch=fetch, bank_stages=waits,

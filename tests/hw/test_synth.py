@@ -169,9 +169,10 @@ def test_register_copies_stay_apart(tmp_path, family):
 @pytest.mark.parametrize("ram_style, groups", [("DISTRIBUTED", 2), ("BLOCK", 8)])
 def test_mvu_operand_copies_stay_apart(tmp_path, ram_style, groups):
     """An MVU of 8 PEs registers its input word once per 4 PEs, or once per PE with its
-    weights in block RAM (``operand_groups``), the stream's and the distributed buffer's
-    word and the choice, and Yosys keeps the copies apart (not merged back into one
-    register that every PE reads)."""
+    weights in block RAM (``operand_groups``, those from two spread registers,
+    ``operand_spread``), the stream's and the distributed buffer's word and the choice, and
+    Yosys keeps the copies apart (not merged back into one register that every PE
+    reads)."""
     import numpy as np
     from qloom.hw.mvu import MVU, operand_copy_registers, operand_groups
     from qloom.hw.weight_mem import RamStyle
@@ -192,6 +193,25 @@ def test_mvu_operand_copies_stay_apart(tmp_path, ram_style, groups):
                     if name.split(".")[-1] == f"{key}{group}":
                         copies[key, group] = tuple(net["bits"])
     assert len(copies) == 3 * groups, sorted(copies)
+    # With more than 4 copies, the copies read 2 registers of the stream's word (and
+    # choice) beside its own, not that one register (``operand_spread``).
+    spread = {}
+    for module in netlist["modules"].values():
+        for name, net in module["netnames"].items():
+            for key in ("operand_spread", "operand_spread_from_stream"):
+                for k in range(2):
+                    if name.split(".")[-1] == f"{key}{k}":
+                        spread[key, k] = tuple(net["bits"])
+    assert len(spread) == (4 if block else 0), sorted(spread)
+    if block:      # PEs 0-3 take their copies from the first, PEs 4-7 from the second
+        d_of = {bit: cell["connections"]["DI"][0]
+                for module in netlist["modules"].values()
+                for cell in module["cells"].values() if cell["type"] == "TRELLIS_FF"
+                for bit in cell["connections"]["Q"]}
+        for pe in range(8):
+            assert {d_of[bit] for bit in copies["operand_x", pe]} == \
+                set(spread["operand_spread", pe // 4]), pe
+    copies.update(spread)
     bits = [bit for word in copies.values() for bit in word]
     assert len(set(bits)) == len(bits) == operand_copy_registers(
         pe=8, word_bits=16, buffered=True, buffer_copies=True, weights_block=block)
