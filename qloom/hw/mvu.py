@@ -186,6 +186,18 @@ def fetches_thresholds(family) -> bool:
     return family is Family.ECP5
 
 
+def threshold_groups(pe: int, copies: bool, weights_block: bool, fetch: bool) -> int:
+    """The ROMs that fused thresholds in logic read from a register of their fold counter
+    (``thresholds_fetch``) are cut into, one per group of PEs (``pe_groups``), each read
+    from a register of the counter of its own: as many as the input word's operand copies
+    (``operand_groups``), so that each PE's thresholds sit near its compares; else one.
+
+    CNV-w1a1's Conv_2 (16 PEs spread by their weights' blocks) routed at 84.84 MHz for
+    104 with one address register for all: its critical path was that register's bit to
+    a PE's threshold ROM 30 rows away, 8.45 ns of route."""
+    return operand_groups(pe, copies, weights_block) if fetch else 1
+
+
 def thresholds_fetch(fused: bool, nf: int, sf: int, thresholds_block: bool) -> bool:
     """Whether fused thresholds outside block RAM can be read from a register of their
     fold counter: when there is more than one fold to read and sums come two or more
@@ -473,18 +485,24 @@ class MVU(wiring.Component):
         """The weights in logic as ``roms`` ROMs (``rom_groups``), one per group of PEs,
         each addressed from its own copy of the fetch register: ``(read data, layout)``."""
         words, w_layout = self._weight_words()
-        pe_bits = w_layout.size // self._pe
+        return self._group_roms(m, words, w_layout.size // self._pe, roms, self._ram_style,
+                                w_addr, "weights", "w_addr_fetch"), w_layout
+
+    def _group_roms(self, m, words, pe_bits, roms, ram_style, addr, name, addr_name):
+        """``words`` (packed, ``pe_bits`` per PE, PE 0 lowest) as ``roms`` ROMs, one per
+        group of PEs (``pe_groups``; submodules ``{name}{group}``), each addressed from its
+        own register of ``addr`` (``{addr_name}{group}``): their read data side by side."""
         data = []
         for group, pes in enumerate(pe_groups(self._pe, roms)):
             lo, width = pes.start * pe_bits, len(pes) * pe_bits
-            weights = rom(unsigned(width), [(word >> lo) & ((1 << width) - 1) for word in words],
-                          self._ram_style)
-            m.submodules[f"weights{group}"] = weights
-            port = weights.read_port()
-            m.d.comb += [port.addr.eq(self._copy(m, w_addr, f"w_addr_fetch{group}")),
+            mem = rom(unsigned(width), [(word >> lo) & ((1 << width) - 1) for word in words],
+                      ram_style)
+            m.submodules[f"{name}{group}"] = mem
+            port = mem.read_port()
+            m.d.comb += [port.addr.eq(self._copy(m, addr, f"{addr_name}{group}")),
                          port.en.eq(1)]
             data.append(port.data)
-        return Cat(*data), w_layout
+        return Cat(*data)
 
     def _elaborate_operands(self, m, w_data, w_layout, issue, s_fold, s_last, from_stream):
         """The weight word and the input word (from the stream or the buffer) of each
@@ -839,31 +857,38 @@ class MVU(wiring.Component):
             steer.append(tuple(copy))
         return steer
 
+    @property
+    def threshold_groups(self) -> int:
+        """The ROMs that fused thresholds read from a fetch register are cut into
+        (``threshold_groups``; 1 otherwise)."""
+        return threshold_groups(self._pe, self._operand_copies, self.weights_block,
+                                self.thresholds_fetch)
+
     def _elaborate_thresholds(self, m, done, sums, result):
         """Fused thresholds: register the sums, read the fold's thresholds, compare
         into ``result``; returns the signal that says ``result`` is valid."""
         table = self._table
-        mem, layout = table.parallel_memory(self._threshold_ram_style)
-        m.submodules.thresholds = mem
-        port = mem.read_port()
         fold = Signal(range(self.neuron_folds))
         with m.If(done):
             m.d.sync += fold.eq(Mux(fold == self.neuron_folds - 1, 0, fold + 1))
-        addr = fold
         if self.thresholds_fetch:
-            # Read from a register of ``fold`` (equal to it when read: sums come at least
-            # two cycles apart): from ``fold`` itself, synthesis built the ROM from the
-            # fold's increment (CNV-w1a1's Conv_4: increment -> 4 LUT levels of ROM ->
-            # register, the deepest logic of the design).
-            addr = Signal.like(fold, name="thresholds_addr")
-            m.d.sync += addr.eq(fold)
-        m.d.comb += [port.addr.eq(addr), port.en.eq(1)]
+            # Read from registers of ``fold`` (equal to it when read: sums come at least
+            # two cycles apart), one per ROM (``threshold_groups``): from ``fold`` itself,
+            # synthesis built the ROM from the fold's increment (CNV-w1a1's Conv_4:
+            # increment -> 4 LUT levels of ROM -> register, the deepest logic of the
+            # design).
+            read, layout = self._elaborate_threshold_roms(m, fold, self.threshold_groups)
+        else:
+            mem, layout = table.parallel_memory(self._threshold_ram_style)
+            m.submodules.thresholds = mem
+            port = mem.read_port()
+            m.d.comb += [port.addr.eq(fold), port.en.eq(1)]
+            read = port.data
         held = [Signal.like(total, name=f"held{p}") for p, total in enumerate(sums)]
         held_valid = Signal()
-        read = port.data
         if (self._register_threshold_read and self.synapse_folds >= 2
                 and self._threshold_ram_style is RamStyle.BLOCK):
-            read = read_register(m, port.data, 1, "thresholds_read")
+            read = read_register(m, read, 1, "thresholds_read")
         rows = layout(read)
         m.d.sync += [held_valid.eq(done)]
         m.d.sync += [reg.eq(total) for reg, total in zip(held, sums)]
@@ -878,6 +903,14 @@ class MVU(wiring.Component):
         for p, (count, meta) in enumerate(zip(counts, metas)):
             m.d.comb += result[p].eq(table.code(count, meta))
         return held_valid
+
+    def _elaborate_threshold_roms(self, m, fold, roms):
+        """The fused thresholds in logic as ``roms`` ROMs (``threshold_groups``), each
+        addressed from its own register of ``fold``: ``(read data, lane layout)``."""
+        words, layout = self._table.parallel_words()
+        return self._group_roms(m, words, layout.size // self._pe, roms,
+                                self._threshold_ram_style, fold, "thresholds",
+                                "thresholds_addr"), layout
 
 
 
@@ -1113,9 +1146,11 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
         lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
         f.add_memory("thresholds", memory_cost(nf, pe * lane, family, thresholds_block),
                      bits=mh * lane)
-        if pipeline and fetches_thresholds(family) and thresholds_fetch(True, nf, sf,
-                                                                         thresholds_block):
-            f.add("ff", "fetch", (nf - 1).bit_length())
+        fetch_thresholds = pipeline and fetches_thresholds(family) and thresholds_fetch(
+            True, nf, sf, thresholds_block)
+        if fetch_thresholds:     # a register of the fold counter per ROM
+            f.add("ff", "fetch", (nf - 1).bit_length() * threshold_groups(
+                pe, operand_copies(family), weights_block or weights_spram, True))
     # The registers on the way from the memories, and the output queue (in logic: a few
     # words read asynchronously) with its credit.
     if fetch:

@@ -183,16 +183,23 @@ class ThresholdTable:
             meta["neg"] = int(self.spec.sign[c] < 0)
         return meta
 
-    def parallel_memory(self, ram_style: RamStyle) -> tuple:
-        """A memory of ``C/PE`` words (one per fold), each lane holding its channel's code
-        thresholds and bias/sign; and the lane layout to view a read port's data with."""
+    def parallel_words(self) -> tuple:
+        """The parallel mode's ``C/PE`` words (one per fold) packed as unsigned integers,
+        each lane (``lane_bits``, lane 0 lowest) holding its channel's code thresholds and
+        bias/sign; and the lane layout to view them with."""
         lane = {"t": data.ArrayLayout(self.t_shape, self.spec.num_thresholds)}
         if self.meta_layout is not None:
             lane["meta"] = self.meta_layout
         layout = data.ArrayLayout(data.StructLayout(lane), self.pe)
         words = self._rows(lambda c: {"t": self.thresholds[c].tolist(),
                                       **({"meta": self._meta(c)} if self.meta_layout else {})})
-        return rom(layout, pack_layout(layout, words), ram_style), layout
+        return pack_layout(layout, words), layout
+
+    def parallel_memory(self, ram_style: RamStyle) -> tuple:
+        """A memory of the ``parallel_words``; and the lane layout to view a read port's
+        data with."""
+        words, layout = self.parallel_words()
+        return rom(layout, words, ram_style), layout
 
     def meta_memory(self, ram_style: RamStyle = RamStyle.AUTO) -> tuple:
         """A memory of ``C/PE`` words of per-lane bias/sign (only when not uniform)."""

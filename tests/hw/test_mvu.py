@@ -126,6 +126,17 @@ CASES = {
     "mac-rom-groups": (18, 8, 9, 2, INT4, UINT4, (3, INT2),
                        {"ram_style": RamStyle.DISTRIBUTED, "dsp_budget": 0,
                         "register_operands": True, "register_operand_copies": True}),
+    # Fused thresholds in logic read from registers of their fold, a ROM per operand
+    # group (``threshold_groups``): 10 PEs in 3 groups; with block RAM weights one per PE.
+    "xnor-threshold-groups": (20, 12, 10, 4, BIPOLAR, BIPOLAR, (3, UINT2),
+                              {"ram_style": RamStyle.DISTRIBUTED, "register_operands": True,
+                               "register_operand_copies": True,
+                               "register_thresholds_fetch": True}),
+    "mac-threshold-groups-block-weights": (12, 12, 6, 4, INT4, UINT4, (3, INT2),
+                                           {"ram_style": RamStyle.BLOCK, "dsp_budget": 0,
+                                            "register_operands": True,
+                                            "register_operand_copies": True,
+                                            "register_thresholds_fetch": True}),
     # With the weights in block RAM: a copy per PE (the buffer's too).
     "xnor-operand-copies-block-weights": (12, 12, 6, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
                                           {"ram_style": RamStyle.BLOCK,
@@ -356,6 +367,18 @@ def test_mvu_validation(changes, error, match):
 def test_threshold_read_register_only_where_it_is_free(case, registered):
     dut, *_ = build_case(case)
     assert ("thresholds_read" in rtlil.convert(dut)) == registered
+
+
+@pytest.mark.parametrize("case,groups", [("xnor-threshold-groups", 3),
+                                         ("mac-threshold-groups-block-weights", 6),
+                                         ("mac-thresholds-fetch", 1)])
+def test_threshold_roms_per_group_of_pes(case, groups):
+    """Fused thresholds read from registers of their fold: a ROM and an address register
+    per operand group (``threshold_groups``)."""
+    dut, *_ = build_case(case)
+    assert dut.thresholds_fetch and dut.threshold_groups == groups
+    text = rtlil.convert(dut)
+    assert [f"thresholds_addr{g}" in text for g in range(groups + 1)] == [True] * groups + [False]
 
 
 def test_weight_columns_of_a_shallow_memory():
