@@ -186,18 +186,6 @@ def fetches_thresholds(family) -> bool:
     return family is Family.ECP5
 
 
-def threshold_groups(pe: int, copies: bool, weights_block: bool, fetch: bool) -> int:
-    """The ROMs that fused thresholds in logic read from a register of their fold counter
-    (``thresholds_fetch``) are cut into, one per group of PEs (``pe_groups``), each read
-    from a register of the counter of its own: as many as the input word's operand copies
-    (``operand_groups``), so that each PE's thresholds sit near its compares; else one.
-
-    CNV-w1a1's Conv_2 (16 PEs spread by their weights' blocks) routed at 84.84 MHz for
-    104 with one address register for all: its critical path was that register's bit to
-    a PE's threshold ROM 30 rows away, 8.45 ns of route."""
-    return operand_groups(pe, copies, weights_block) if fetch else 1
-
-
 def thresholds_fetch(fused: bool, nf: int, sf: int, thresholds_block: bool) -> bool:
     """Whether fused thresholds outside block RAM can be read from a register of their
     fold counter: when there is more than one fold to read and sums come two or more
@@ -508,7 +496,7 @@ class MVU(wiring.Component):
         """The weight word and the input word (from the stream or the buffer) of each
         issued step, with the pipeline tag that travels beside them: ``(w, x, tag)``, ``x``
         one input word per PE (equal words, copies of each other's registers)."""
-        nf, sf = self.neuron_folds, self.synapse_folds
+        nf = self.neuron_folds
         issued = {"valid": issue, "first": s_fold == 0, "last": s_last}
         tag = _Tag({key: Signal(name=f"issue_{key}") for key in issued}, "issue", issued)
         x_reg = Signal.like(self.i.payload, reset_less=True)
@@ -528,30 +516,9 @@ class MVU(wiring.Component):
                   for k in range(operand_spread(groups, len(waits))
                                  if self._register_operands else 0)]
         in_layout = self.i.payload.shape()
-        x_buffered = None
-        if nf > 1:
-            # A read of the word being written (the first neuron fold's) is never used:
-            # the stream's word is chosen then. ``no_rw_check`` tells Yosys so; without it
-            # a block RAM read and write on different ports (a buffer over 18 bits wide on
-            # the ECP5) get soft collision logic between the block and its register.
-            m.submodules.buffer = buffer = Memory(
-                shape=in_layout, depth=sf, init=[],
-                attrs={**self._buffer_ram_style.attrs, "no_rw_check": 1})
-            b_write, b_read = buffer.write_port(), buffer.read_port()
-            m.d.comb += [b_read.addr.eq(s_fold), b_read.en.eq(1)]
-            if sf > 1:
-                # Written a cycle late, from the registered word, address and enable (the
-                # stream's handshake into the write enable of a LUT RAM buffer 15 columns
-                # away was the jet tagger's ULX3S path). The next read of that word comes
-                # ``sf`` issues later, after the write.
-                s_fold_w = Signal.like(s_fold, name="s_fold_w")
-                m.d.sync += s_fold_w.eq(s_fold)
-                m.d.comb += [b_write.addr.eq(s_fold_w), b_write.data.eq(x_reg),
-                             b_write.en.eq(tag["valid"] & x_from_stream)]
-            else:
-                m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
-                             b_write.en.eq(issue & from_stream)]
-            x_buffered = b_read.data
+        x_buffered = (self._elaborate_input_buffer(m, issue, s_fold, from_stream, x_reg,
+                                                   tag["valid"], x_from_stream)
+                      if nf > 1 else None)
         # The input words and the tag wait for the weights (the buffer keeps its read
         # address, so its write/read order is unchanged).
         for wait in waits:
@@ -588,6 +555,34 @@ class MVU(wiring.Component):
             words.append(self._chosen(m, x, buffered, from_stream, str(group)))
         return w, [words[g] for g, pes in enumerate(pe_groups(self._pe, groups))
                    for _ in pes], tag
+
+    def _elaborate_input_buffer(self, m, issue, s_fold, from_stream, x_reg, issued,
+                                x_from_stream):
+        """The buffer of the input words that later neuron folds read again: its read data
+        at ``s_fold`` (``issued``, ``x_reg`` and ``x_from_stream``: the issue's registers)."""
+        sf = self.synapse_folds
+        # A read of the word being written (the first neuron fold's) is never used:
+        # the stream's word is chosen then. ``no_rw_check`` tells Yosys so; without it
+        # a block RAM read and write on different ports (a buffer over 18 bits wide on
+        # the ECP5) get soft collision logic between the block and its register.
+        m.submodules.buffer = buffer = Memory(
+            shape=self.i.payload.shape(), depth=sf, init=[],
+            attrs={**self._buffer_ram_style.attrs, "no_rw_check": 1})
+        b_write, b_read = buffer.write_port(), buffer.read_port()
+        m.d.comb += [b_read.addr.eq(s_fold), b_read.en.eq(1)]
+        if sf > 1:
+            # Written a cycle late, from the registered word, address and enable (the
+            # stream's handshake into the write enable of a LUT RAM buffer 15 columns
+            # away was the jet tagger's ULX3S path). The next read of that word comes
+            # ``sf`` issues later, after the write.
+            s_fold_w = Signal.like(s_fold, name="s_fold_w")
+            m.d.sync += s_fold_w.eq(s_fold)
+            m.d.comb += [b_write.addr.eq(s_fold_w), b_write.data.eq(x_reg),
+                         b_write.en.eq(issued & x_from_stream)]
+        else:
+            m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
+                         b_write.en.eq(issue & from_stream)]
+        return b_read.data
 
     @staticmethod
     def _copy(m, value, name):
@@ -859,10 +854,17 @@ class MVU(wiring.Component):
 
     @property
     def threshold_groups(self) -> int:
-        """The ROMs that fused thresholds read from a fetch register are cut into
-        (``threshold_groups``; 1 otherwise)."""
-        return threshold_groups(self._pe, self._operand_copies, self.weights_block,
-                                self.thresholds_fetch)
+        """The ROMs that fused thresholds read from registers of their fold counter
+        (``thresholds_fetch``) are cut into, one per group of PEs (``pe_groups``), each
+        addressed from a register of its own: as many as the input word's copies
+        (``operand_groups``), so that each PE's thresholds sit near its compares; else one.
+
+        CNV-w1a1's Conv_2 (16 PEs spread by their weights' blocks) routed at 84.84 MHz for
+        104 with one address register for all: its critical path was that register's bit
+        to a PE's threshold ROM 30 rows away, 8.45 ns of route."""
+        if not self.thresholds_fetch:
+            return 1
+        return operand_groups(self._pe, self._operand_copies, self.weights_block)
 
     def _elaborate_thresholds(self, m, done, sums, result):
         """Fused thresholds: register the sums, read the fold's thresholds, compare
@@ -877,7 +879,10 @@ class MVU(wiring.Component):
             # synthesis built the ROM from the fold's increment (CNV-w1a1's Conv_4:
             # increment -> 4 LUT levels of ROM -> register, the deepest logic of the
             # design).
-            read, layout = self._elaborate_threshold_roms(m, fold, self.threshold_groups)
+            words, layout = table.parallel_words()
+            read = self._group_roms(m, words, layout.size // self._pe, self.threshold_groups,
+                                    self._threshold_ram_style, fold, "thresholds",
+                                    "thresholds_addr")
         else:
             mem, layout = table.parallel_memory(self._threshold_ram_style)
             m.submodules.thresholds = mem
@@ -903,15 +908,6 @@ class MVU(wiring.Component):
         for p, (count, meta) in enumerate(zip(counts, metas)):
             m.d.comb += result[p].eq(table.code(count, meta))
         return held_valid
-
-    def _elaborate_threshold_roms(self, m, fold, roms):
-        """The fused thresholds in logic as ``roms`` ROMs (``threshold_groups``), each
-        addressed from its own register of ``fold``: ``(read data, lane layout)``."""
-        words, layout = self._table.parallel_words()
-        return self._group_roms(m, words, layout.size // self._pe, roms,
-                                self._threshold_ram_style, fold, "thresholds",
-                                "thresholds_addr"), layout
-
 
 
 def _check_matrix(weights, w_type, in_type, pe, simd, threshold, dsp_budget):
@@ -1148,9 +1144,9 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                      bits=mh * lane)
         fetch_thresholds = pipeline and fetches_thresholds(family) and thresholds_fetch(
             True, nf, sf, thresholds_block)
-        if fetch_thresholds:     # a register of the fold counter per ROM
-            f.add("ff", "fetch", (nf - 1).bit_length() * threshold_groups(
-                pe, operand_copies(family), weights_block or weights_spram, True))
+        if fetch_thresholds:     # a register of the fold counter per ROM (threshold_groups)
+            f.add("ff", "fetch", (nf - 1).bit_length() * operand_groups(
+                pe, operand_copies(family), weights_block or weights_spram))
     # The registers on the way from the memories, and the output queue (in logic: a few
     # words read asynchronously) with its credit.
     if fetch:
