@@ -250,7 +250,8 @@ def memory_cost(depth: int, width: int, family: Family, block: bool | None = Non
     """A read-only weight/threshold memory with a registered output port; ``block`` forces
     block RAM (True) or logic (False), None chooses like ``use_block_ram``; ``bank``: in
     block RAM, cut into banks of that many words (``qloom.hw.weight_mem.BankedRom``:
-    their registers in the blocks, a select register pair and the banks' mux)."""
+    their registers in the blocks, the select registers and their copies, the banks'
+    mux)."""
     if depth <= 1:
         # One word is a constant: Yosys keeps no read register but one flip-flop shared by
         # the word's ones, which leave their reset value 0 at the first read (measured on
@@ -264,7 +265,7 @@ def memory_cost(depth: int, width: int, family: Family, block: bool | None = Non
         groups = -(-count // BankedRom.GROUP) if count > BankedRom.GROUP else 0
         return Resources(bram=mem_pack.banked_blocks(depth, width, family, bank),
                          lut=width * -(-(count + groups - 1) // 2),
-                         ff=width * groups + 3 * (count - 1).bit_length())
+                         ff=width * groups + BankedRom.select_registers(count, width))
     if block:
         return Resources(bram=bram_count(depth, width, family))
     return Resources(lut=rom_luts(depth, width, family), ff=width)

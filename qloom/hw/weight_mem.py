@@ -23,6 +23,8 @@ from amaranth.hdl import Cat, Elaboratable, Module, Mux, Shape, ShapeCastable, S
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
+from .skid import GROUP_BITS
+
 __all__ = ["RamStyle", "pack_words", "pack_layout", "rom", "read_register", "BankedRom",
            "banks", "banked_latency"]
 
@@ -136,20 +138,55 @@ class BankedRom(Elaboratable):
             m.d.comb += [port.addr.eq(self.addr[:low]), port.en.eq(self.en)]
             words.append(read_register(m, port.data, self.en, f"bank{k}_data"))
         # Which bank, as old as the data it chooses from (an address, then a read, ago).
-        select = self.addr[low:]
-        for step in range(2):
-            select = read_register(m, select, self.en, f"bank_select{step}")
+        # The register that chooses is copied per group of banks and per GROUP_BITS bits of
+        # the word, kept apart ("keep"): the banks sit in block RAM rows all over the die,
+        # and one select register steering every bank's mux (CNV-w1a1's Conv_5: one bit
+        # read by 832 LUTs) was a route across it.
+        slices = [slice(b, min(self._width, b + GROUP_BITS))
+                  for b in range(0, self._width, GROUP_BITS)]
+        select = read_register(m, self.addr[low:], self.en, "bank_select0")
+
+        def chosen(options, select, name):
+            """``options[select]``, bit slice by bit slice, each by its own copy of
+            ``select`` a cycle later."""
+            parts = []
+            for k, bits in enumerate(slices):
+                copy = self._copy(m, select, self.en, f"{name}_{k}")
+                parts.append(Cat(*(o[bits] for o in options)).word_select(
+                    copy, bits.stop - bits.start))
+            return Cat(*parts)
+
         if self.banks > self.GROUP:
-            # Per group a part-select of its words (one `assign` in Verilog), registered;
-            # then the group, by the select's high bits registered beside them.
+            # Per group a part-select of its words, registered; then the group, by the
+            # select's high bits registered beside them.
             in_group = (self.GROUP - 1).bit_length()
-            words = [read_register(m, Cat(*words[g:g + self.GROUP]).word_select(
-                         select[:in_group], self._width), self.en,
-                         f"bank_group{g // self.GROUP}")
+            words = [read_register(m, chosen(words[g:g + self.GROUP], select[:in_group],
+                                             f"bank_select1_g{g // self.GROUP}"),
+                                   self.en, f"bank_group{g // self.GROUP}")
                      for g in range(0, self.banks, self.GROUP)]
-            select = read_register(m, select[in_group:], self.en, "bank_select2")
-        m.d.comb += self.data.eq(Cat(*words).word_select(select, self._width))
+            select = read_register(m, select[in_group:], self.en, "bank_select1")
+            m.d.comb += self.data.eq(chosen(words, select, "bank_select2"))
+        else:
+            m.d.comb += self.data.eq(chosen(words, select, "bank_select1"))
         return m
+
+    @staticmethod
+    def _copy(m, value, enable, name):
+        """A register taking ``value`` while ``enable``, kept apart from its equal copies."""
+        reg = Signal.like(value, name=name, reset_less=True, attrs={"keep": 1})
+        m.d.sync += reg.eq(Mux(enable, value, reg))
+        return reg
+
+    @staticmethod
+    def select_registers(banks: int, width: int) -> int:
+        """Flip-flops of the bank select registers and their copies (``elaborate``)."""
+        bits = (banks - 1).bit_length()
+        slices = -(-width // GROUP_BITS)
+        if banks <= BankedRom.GROUP:
+            return bits + slices * bits
+        in_group = (BankedRom.GROUP - 1).bit_length()
+        groups = -(-banks // BankedRom.GROUP)
+        return bits + groups * slices * in_group + (1 + slices) * (bits - in_group)
 
 
 def banks(depth: int, bank: int) -> int:

@@ -146,6 +146,9 @@ CASES = {
     # Six banks: chosen in two steps (a group register between).
     "xnor-banked-groups": (12, 8, 2, 2, BIPOLAR, BIPOLAR, (1, BIPOLAR),
                            {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),
+    # A 64-bit word: the selects copied per 32 bits, in both steps.
+    "xnor-banked-groups-wide": (48, 32, 8, 8, BIPOLAR, BIPOLAR, (1, BIPOLAR),
+                                {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),
 }
 
 

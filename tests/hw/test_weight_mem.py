@@ -1,6 +1,7 @@
 """Block RAM packing of parameter memories (qloom.hw.mem_pack) and its cost-model use."""
 
 import math
+import re
 
 import pytest
 
@@ -132,12 +133,13 @@ def test_bank_depth(depth, width, bank):
         assert all(s.stack == 1 for s in pack(bank, width, "ecp5").slices)
 
 
-@pytest.mark.parametrize("depth, bank", [(24, 8), (20, 8), (9, 8), (40, 4), (38, 2)])
-def test_banked_rom_reads_every_word_two_cycles_later(depth, bank):
+@pytest.mark.parametrize("depth, bank, width", [(24, 8, 8), (20, 8, 8), (9, 8, 8), (40, 4, 8),
+                                                (38, 2, 8), (24, 8, 72), (38, 2, 40)])
+def test_banked_rom_reads_every_word_two_cycles_later(depth, bank, width):
     from amaranth.sim import Simulator
     from qloom.hw.weight_mem import BankedRom
-    words = [(k * 37 + 5) % 251 for k in range(depth)]
-    dut = BankedRom(8, words, bank)
+    words = [(k * 0x9E3779B97F4A7C15 + 5) % (1 << width) for k in range(depth)]
+    dut = BankedRom(width, words, bank)
     order = list(range(depth)) + list(range(depth - 1, -1, -1))
     got = []
 
@@ -153,6 +155,25 @@ def test_banked_rom_reads_every_word_two_cycles_later(depth, bank):
     sim.run()
     assert dut.latency == (2 if dut.banks <= BankedRom.GROUP else 3)
     assert got[dut.latency - 1:][:len(order)] == [words[k] for k in order]
+
+
+@pytest.mark.parametrize("depth, bank, width", [(16, 8, 8), (24, 8, 8), (40, 4, 72),
+                                                (38, 2, 40), (2048, 512, 64)])
+def test_bank_select_copies(depth, bank, width):
+    """Every register that chooses among banks steers at most GROUP_BITS bits of the word,
+    and the estimate counts every select flip-flop the unit builds."""
+    from amaranth.back import rtlil
+    from qloom.hw.skid import GROUP_BITS
+    from qloom.hw.weight_mem import BankedRom
+    dut = BankedRom(width, [0] * depth, bank)
+    text = rtlil.convert(dut, ports=[dut.addr, dut.en, dut.data])
+    selects = {name: int(bits or 1) for bits, name in
+               re.findall(r"wire (?:width (\d+) )?\\(bank_select\S*)", text)}
+    slices = -(-width // GROUP_BITS)
+    last = "bank_select2" if dut.banks > BankedRom.GROUP else "bank_select1"
+    assert sorted(k for k in selects if k.startswith(last + "_")) == \
+        sorted(f"{last}_{k}" for k in range(slices))
+    assert sum(selects.values()) == BankedRom.select_registers(dut.banks, width)
 
 
 def test_banked_memory_cost_counts_banks_and_mux():
