@@ -177,10 +177,12 @@ class SlidingWindow(wiring.Component):
         R = self.buffer_rows
         # Signed: the reader may release rows the writer has not finished yet, e.g. rows a
         # stride skips or the frame's last rows.
-        rows = _Rows(held=Signal(range(-2 * H - R, R + 1)),
-                     avail=Signal(range(-2 * H - R, 2 * H + R + 1)),
-                     row_written=Signal(), w_col=Signal(range(self._row_words)),
-                     issue=Signal(), release_c=Signal(range(H + 1)), frame_read=Signal(),
+        rows = _Rows(held=Signal(range(-2 * H - R, R + 1), name="held"),
+                     avail=Signal(range(-2 * H - R, 2 * H + R + 1), name="avail"),
+                     row_written=Signal(name="row_written"),
+                     w_col=Signal(range(self._row_words), name="w_col"),
+                     issue=Signal(name="issue"), release_c=Signal(range(H + 1), name="release_c"),
+                     frame_read=Signal(name="frame_read"),
                      room_limits=(Signal(range(H + R + 1), name="room_limit0"),
                                   Signal(range(H + R + 1), name="room_limit1")))
         iy = Signal(range(-top, H + self._pads[2] + KH))
@@ -215,9 +217,9 @@ class SlidingWindow(wiring.Component):
         # Every sum the bookkeeping can take is computed from registers, and the late
         # signals choose among them last: whether a row completes now, then the reader's
         # issue (the output's ready through the issue decision).
-        def choose(late, value, step, then=lambda v: v):
-            return Mux(late, Mux(rows.row_written, then(value + 1 - step), then(value - step)),
-                       Mux(rows.row_written, then(value + 1), then(value)))
+        def choose(late, value, step):
+            return Mux(late, Mux(rows.row_written, value + 1 - step, value - step),
+                       Mux(rows.row_written, value + 1, value))
 
         # The room after this cycle, `held' < R`, from compares of `held` with registers
         # and constants: `held + 1 - release_c < R` is `held < R - 1 + release_c`.
