@@ -23,13 +23,14 @@ CNV-w1a1 ran at 11,399 cycles per frame where its plan said 10,368.)
 import dataclasses
 import enum
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType
 from .estimate import Features
+from .skid import GROUP_BITS
 from .types import shape_of
 from .weight_mem import read_register
 
@@ -235,7 +236,7 @@ class SlidingWindow(wiring.Component):
         2: the word read (or the pad code), then a register after the memory (on the ECP5
         the block RAM's own, see qloom.flows.ecp5_outreg), both held under backpressure."""
         avail, c = rows.avail, candidate
-        valid1, pad1, valid2, pad2 = Signal(), Signal(), Signal(), Signal()
+        valid1, pad1, valid2 = Signal(), Signal(), Signal()
         # the writer has begun the frame being read (no padding is emitted ahead of a frame)
         started, ready_c, advance = Signal(), Signal(), Signal()
         # Whether the writer has begun the read frame and whether the candidate's row is
@@ -264,13 +265,21 @@ class SlidingWindow(wiring.Component):
         # when their inputs settle at time 0, and their X would then stick in `held`/`avail`.
         # A candidate's rows are released when it is issued, not when it is computed.
         m.d.comb += rows.frame_read.eq(rows.issue & c.frame)
-        pad_word = self.o.payload.shape().const([self._pad_code] * self._simd)
+        pad_word = Value.cast(self.o.payload.shape().const([self._pad_code] * self._simd))
         data1 = read_register(m, rp.data, advance, "data1")     # the block's read
-        data2 = read_register(m, data1, advance, "data2")
-        m.d.comb += self.o.payload.eq(Mux(pad2, pad_word, data2))
+        data2 = Value.cast(read_register(m, data1, advance, "data2"))
+        # The flag choosing the pad code, copied per GROUP_BITS bits of the word and kept
+        # apart (as a skid buffer's flags): a wide word's bits go to consumers far apart.
+        parts = []
+        for k, bit in enumerate(range(0, len(data2), GROUP_BITS)):
+            bits = slice(bit, min(len(data2), bit + GROUP_BITS))
+            pad2 = Signal(name=f"pad2_{k}", attrs={"keep": 1} if k else {})
+            with m.If(advance):
+                m.d.sync += pad2.eq(pad1)
+            parts.append(Mux(pad2, pad_word[bits], data2[bits]))
+        m.d.comb += Value.cast(self.o.payload).eq(Cat(*parts))
         with m.If(advance):
-            m.d.sync += [valid1.eq(ready_c), pad1.eq(c.pad),
-                         valid2.eq(valid1), pad2.eq(pad1)]
+            m.d.sync += [valid1.eq(ready_c), pad1.eq(c.pad), valid2.eq(valid1)]
 
     def _elaborate_walk(self, m, rows, candidate):
         """Walk output pixels and their windows. The counters compute the next window
@@ -540,8 +549,8 @@ def estimate(*, in_h: int, in_w: int, channels: int, kernel: tuple, stride: tupl
     f.add("lut", "tracking", 12 * address_bits + 4 * row_bits)
     f.add("ff", "tracking", 7 * address_bits + 4 * row_bits)
     f.add_memory("buffer", auto_ram_cost(rows * in_w * channels // simd, simd * bits, family))
-    # The read word twice (the memory's register and the one after it), the candidate's
-    # address, row and release count.
-    f.add("ff", "output", 2 * simd * bits)
+    # The read word twice (the memory's register and the one after it) with the pad flag
+    # per GROUP_BITS bits, the candidate's address, row and release count.
+    f.add("ff", "output", 2 * simd * bits + -(-simd * bits // GROUP_BITS))
     f.add("ff", "candidate", (rows * in_w * channels // simd).bit_length() + 2 * 8)
     return f

@@ -49,6 +49,7 @@ CORNERS = [
     # h, w, c, kernel, stride, pads, dtype, simd
     (4, 4, 1, (3, 3), (1, 1), (0, 0, 0, 0), uint_type(4), 1),
     (5, 4, 3, (3, 3), (1, 1), (1, 1, 1, 1), int_type(8), 3),       # simd = C, padding
+    (4, 3, 10, (3, 3), (1, 1), (1, 1, 1, 1), int_type(8), 5),      # 40-bit words, padding
     (5, 5, 4, (3, 3), (2, 2), (1, 1, 1, 1), int_type(3), 2),       # stride 2
     (3, 5, 2, (1, 1), (1, 1), (0, 0, 0, 0), BIPOLAR, 1),           # 1x1, 1 bit
     (6, 5, 2, (1, 1), (2, 2), (0, 0, 0, 0), uint_type(1), 2),      # 1x1 stride 2 skips rows
