@@ -9,7 +9,12 @@ nextpnr's, but the order of the paths is what a routed design's critical paths f
 when the placement is not congested (CNV-w1a1: the sliding windows' control, found here
 in seconds, was seven LUT levels where every other path had at most six).
 
-    python -m qloom.flows.logic_depth NETLIST.json [--hop 0.9] [--top 20]
+The widest fan-outs from registers are the other half of what routing makes slow: one
+register whose loads sit all over the die (CNV-w1a1: a weight memory's bank select, read
+by 512 LUTs beside block RAMs in every row, routed 11.7 ns) is a critical path of one
+logic level. ``widest_fanouts`` lists them.
+
+    python -m qloom.flows.logic_depth NETLIST.json [--hop 0.9] [--top 20] [--fanout]
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LogicPath", "deepest_paths"]
+__all__ = ["LogicPath", "deepest_paths", "widest_fanouts"]
 
 # Cells whose outputs start a path and whose inputs end one, by name prefix.
 _SEQUENTIAL = ("TRELLIS_FF", "DP16KD", "TRELLIS_IO", "EHXPLLL", "DCCA", "MULT18X18D",
                "ALU54B", "SB_DFF", "SB_RAM40_4K", "SB_SPRAM256KA", "SB_MAC16", "SB_IO",
                "SB_PLL40", "SB_GB", "$_DFF", "$_SDFF", "$_DFFE", "$dff", "$mem")
+# Clock inputs: global networks, not routed through the fabric.
+_CLOCK_PORTS = {"CLK", "C", "CLKA", "CLKB", "CLKW", "CLKR", "RCLK", "WCLK", "CLOCK"}
 # Carry links: dedicated wires, no routing.
 _CARRY_PORTS = {"CIN", "CI", "COUT", "CO"}
 # Cell delays (ns, ECP5 speed 6 and iCE40UP5K, rounded from the families' timing data):
@@ -192,6 +199,28 @@ def deepest_paths(netlist, *, hop_ns: float = 0.9, top: int = 20,
     return paths
 
 
+def widest_fanouts(netlist, *, top: int = 20,
+                   module: str | None = None) -> list[tuple[int, str]]:
+    """The ``top`` nets driven by a register (or a block RAM) with the most loads (cell
+    input pins other than clocks), as ``(loads, net name)``, most first."""
+    if not isinstance(netlist, dict):
+        netlist = json.loads(Path(netlist).read_text())
+    mod = _top_module(netlist, module)
+    cells, names = mod["cells"], _net_names(mod)
+    loads = {}
+    for cell in cells.values():
+        for port, bits in cell["connections"].items():
+            if cell["port_directions"].get(port) == "input" and port not in _CLOCK_PORTS:
+                for bit in bits:
+                    if isinstance(bit, int):
+                        loads[bit] = loads.get(bit, 0) + 1
+    driven = [(n, names.get(bit, str(bit))) for bit, (cname, _) in _drivers(cells).items()
+              if _sequential(cells[cname]) and not cells[cname]["type"].startswith(
+                  ("TRELLIS_IO", "SB_IO", "EHXPLLL", "SB_PLL40", "DCCA", "SB_GB"))
+              and (n := loads.get(bit, 0))]
+    return sorted(driven, key=lambda x: (-x[0], x[1]))[:top]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m qloom.flows.logic_depth",
                                      description=__doc__.split("\n\n")[0])
@@ -200,7 +229,13 @@ def main(argv=None) -> int:
                         help="ns per routed connection (default 0.9)")
     parser.add_argument("--top", type=int, default=20, help="paths to print (default 20)")
     parser.add_argument("--module", help="module to walk (default: the top)")
+    parser.add_argument("--fanout", action="store_true",
+                        help="list the registers with the most loads instead")
     args = parser.parse_args(argv)
+    if args.fanout:
+        for loads, name in widest_fanouts(args.netlist, top=args.top, module=args.module):
+            print(f"{loads:6d} loads  {name}")
+        return 0
     for p in deepest_paths(args.netlist, hop_ns=args.hop, top=args.top, module=args.module):
         print(f"{p.ns:6.2f} ns  {p.levels:2d} levels  {p.end}")
         print("        <- " + " <- ".join(p.nets[1:]))

@@ -355,19 +355,29 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
 
 
 def _print_logic_depth(netlist: Path, top: int = 20):
-    """Before routing: the deepest logic of ``netlist`` on one line, its ``top`` paths in
-    ``<name>.logic_depth.txt`` beside it (see :mod:`qloom.flows.logic_depth`)."""
-    from .logic_depth import deepest_paths
-    paths = deepest_paths(netlist, top=top)
-    if not paths:
+    """Before routing: the deepest logic of ``netlist`` and its widest register fan-out on
+    a line each, the ``top`` of both in ``<name>.logic_depth.txt`` beside it (see
+    :mod:`qloom.flows.logic_depth`)."""
+    from .logic_depth import deepest_paths, widest_fanouts
+    netlist = Path(netlist)
+    parsed = json.loads(netlist.read_text())
+    paths = deepest_paths(parsed, top=top)
+    fanouts = widest_fanouts(parsed, top=top)
+    if not paths and not fanouts:
         return
     report = netlist.with_name(netlist.name.split(".")[0] + ".logic_depth.txt")
     report.write_text("".join(f"{p.ns:6.2f} ns {p.levels:3d} levels  {p.end}\n"
-                              f"        <- {' <- '.join(p.nets[1:])}\n" for p in paths))
-    worst = paths[0]
-    print(f"[qloom] deepest logic before routing: {worst.levels} levels, about "
-          f"{worst.ns:.1f} ns at 0.9 ns per routed connection, into {worst.end} "
-          f"(paths in {report.name})", flush=True)
+                              f"        <- {' <- '.join(p.nets[1:])}\n" for p in paths)
+                      + "\nRegisters with the most loads:\n"
+                      + "".join(f"{n:6d} loads  {name}\n" for n, name in fanouts))
+    if paths:
+        worst = paths[0]
+        print(f"[qloom] deepest logic before routing: {worst.levels} levels, about "
+              f"{worst.ns:.1f} ns at 0.9 ns per routed connection, into {worst.end} "
+              f"(paths in {report.name})", flush=True)
+    if fanouts:
+        print(f"[qloom] widest register fan-out: {fanouts[0][0]} loads from "
+              f"{fanouts[0][1]} (list in {report.name})", flush=True)
 
 
 def read_stat(path: Path, family: str, module: str | None = None) -> dict:

@@ -116,11 +116,16 @@ def test_icebreaker_bitstream(tmp_path, capsys):
     assert (out / "build" / "board_top.yosys.log").is_file()
     assert (out / "build" / "board_top.nextpnr.log").is_file()
     # The deepest logic, before routing (qloom.flows.logic_depth): its paths beside the logs.
+    # And the registers with the most loads, after them.
     depth = (out / "build" / "board_top.logic_depth.txt").read_text().splitlines()
-    assert len(depth) == 2 * 20 and " levels " in depth[0] and depth[1].lstrip().startswith("<-")
+    assert len(depth) == 2 * 20 + 2 + 20 and " levels " in depth[0]
+    assert depth[1].lstrip().startswith("<-") and depth[41] == "Registers with the most loads:"
+    loads = [int(line.split()[0]) for line in depth[42:]]
+    assert loads == sorted(loads, reverse=True) and loads[0] > 1
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
     progress = capsys.readouterr().out
     for step in ("deepest logic before routing:", "board_top.logic_depth.txt",
+                 "widest register fan-out:",
                  "yosys synth_ice40: done in", "nextpnr-ice40 (iCE40UP5K): done in",
                  "icepack: done in", f"timing met, slack +{report['slack_ns']:.2f} ns"):
         assert step in progress

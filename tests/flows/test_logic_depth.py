@@ -4,7 +4,7 @@ wrap compare feeds a chain of gates."""
 
 import pytest
 
-from qloom.flows.logic_depth import deepest_paths, main
+from qloom.flows.logic_depth import deepest_paths, main, widest_fanouts
 
 
 def _cell(kind, inputs, outputs, **parameters):
@@ -93,3 +93,23 @@ def test_a_synthesized_wrap_compare_is_found_deepest(tmp_path):
     paths = deepest_paths(tmp_path / "top.json", module="top.dut")
     assert paths[0].end.startswith("wrap") and paths[0].levels >= 3
     assert all(p.ns <= paths[0].ns for p in paths)
+
+
+def test_widest_fanouts_count_register_loads_but_clocks():
+    """q0 feeds three LUTs and four carry cells; the clock's loads are not counted, and
+    registers whose outputs go nowhere are not listed."""
+    assert widest_fanouts(_netlist()) == [(6, "q0")]
+    netlist = _netlist()
+    top = netlist["modules"]["top"]
+    top["cells"]["l5"] = _cell("LUT4", {"A": [3], "B": [3]}, {"Z": [7]})
+    top["netnames"]["q1"] = {"bits": [3]}
+    assert widest_fanouts(netlist) == [(6, "q0"), (2, "q1")]
+    assert widest_fanouts(netlist, top=1) == [(6, "q0")]
+
+
+def test_fanout_command_prints(tmp_path, capsys):
+    import json
+    path = tmp_path / "n.json"
+    path.write_text(json.dumps(_netlist()))
+    assert main([str(path), "--fanout"]) == 0
+    assert capsys.readouterr().out == "     6 loads  q0\n"
