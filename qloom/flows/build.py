@@ -377,9 +377,11 @@ def _board_result(out: Path, b, top, need, stat: dict, pnr: dict, bitstream: Pat
     sync = [v for k, v in pnr["fmax_by_clock"].items() if "sync" in k or "clk" in k]
     fmax = min(v["achieved"] for v in sync) if sync else pnr["fmax_mhz"]
     util = _utilization(b, stat, pnr["utilization"])
-    # LUT4s as Yosys counts them (nextpnr's logic cells also hold lone flip-flops, which
-    # the LUT estimate does not claim to count); the rest as placed.
-    measured = {"lut": stat["lut"], "ff": util["ff"]["used"], "dsp": util["dsp"]["used"],
+    # LUT4s and flip-flops as Yosys counts them, what the cost model estimates (nextpnr's
+    # logic cells also hold lone flip-flops; on the ECP5 it moves block RAM read registers
+    # into the blocks, qloom.flows.ecp5_outreg: `utilization` has the placed counts); DSP
+    # blocks and block RAMs as placed.
+    measured = {"lut": stat["lut"], "ff": stat["ff"], "dsp": util["dsp"]["used"],
                 "bram": util["bram"]["used"]}
     return {
         "board": b.name, "device": b.device, "target_mhz": top.clock_mhz,

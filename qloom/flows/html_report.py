@@ -229,9 +229,10 @@ def _budget(f: ReportFiles) -> str:
         chart = charts.budget_chart(estimated, budget, measured)
         caption = (f"Estimated against measured on {_e(measured_build['board'])}, as a share "
                    f"of the device. The estimate counts the accelerator and the host link; "
-                   f"measured LUTs are Yosys' LUT4 count, FF, BRAM and DSP as nextpnr placed "
-                   f"them. Per-engine figures are estimates only: synthesis flattens the "
-                   f"design.")
+                   f"measured LUTs and FFs are Yosys' counts (on the ECP5 nextpnr then moves "
+                   f"block RAM read registers into the blocks, so it places fewer FFs), BRAM "
+                   f"and DSP as nextpnr placed them. Per-engine figures are estimates only: "
+                   f"synthesis flattens the design.")
         title = "Estimated against measured"
     elif board:
         budget = board["budget"]

@@ -113,6 +113,10 @@ def test_icebreaker_bitstream(tmp_path, capsys):
     assert 200 < report["utilization"]["lut"]["used"] < 1500
     assert report["utilization"]["lut"]["available"] == 5280
     assert report["utilization"]["cells"]["ICESTORM_PLL"]["used"] == 1
+    # LUT4s and flip-flops measured as Yosys maps them (what the estimate counts).
+    cells = report["yosys_cells"]
+    assert report["measured"]["ff"] == sum(n for t, n in cells.items() if t.startswith("SB_DFF"))
+    assert report["measured"]["lut"] == cells["SB_LUT4"]
     assert (out / "build" / "board_top.yosys.log").is_file()
     assert (out / "build" / "board_top.nextpnr.log").is_file()
     # The deepest logic, before routing (qloom.flows.logic_depth): its paths beside the logs.
