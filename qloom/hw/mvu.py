@@ -58,8 +58,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import BINARY, DataType, smallest_type
 from .dsp import Ecp5Multiplier, check_dsp_primitive
-from .estimate import (Features, adder_tree_luts, comparator_luts, lut_multiplier_luts,
-                       memory_cost, ram_cost, use_block_ram)
+from .estimate import (Features, Resources, adder_tree_luts, comparator_luts,
+                       lut_multiplier_luts, memory_cost, ram_cost, use_block_ram)
 from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sum_bits,
                            partial_sums, product_parts, select_datapath, select_product,
                            tree_groups, tree_levels, tree_stages, tree_sum, value_of)
@@ -68,8 +68,8 @@ from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blo
                     spram_image)
 from .threshold import ThresholdSpec, ThresholdTable, compare_register
 from .types import shape_of
-from .weight_mem import (BankedRom, RamStyle, banked_latency, banks, pack_words, read_register,
-                         rom)
+from .weight_mem import (BankedRom, RamStyle, address_groups, banked_latency, banks, pack_words,
+                         read_register, rom, word_slices)
 
 __all__ = ["MVU", "Datapath", "RamStyle"]
 
@@ -438,7 +438,7 @@ class MVU(wiring.Component):
         # SPRAM weights: nothing is issued before they are loaded.
         loaded = self.load.done if spram else 1
         queue, issue, s_fold, s_last, from_stream, w_addr = self._elaborate_issue(m, loaded)
-        w_data, w_layout = self._elaborate_weight_port(m, w_addr, spram)
+        w_data, w_layout = self._elaborate_weight_port(m, w_addr, issue, spram)
         w, x, tag = self._elaborate_operands(m, w_data, w_layout, issue, s_fold, s_last,
                                              from_stream)
         blocks = self._elaborate_dsp_feed(m, w, x)
@@ -447,14 +447,17 @@ class MVU(wiring.Component):
         self._elaborate_accumulate(m, dots, tag, queue)
         return m
 
-    def _elaborate_weight_port(self, m, w_addr, spram):
+    def _elaborate_weight_port(self, m, w_addr, issue, spram):
         """The weight memory and its read port, addressed from ``w_addr`` (or its fetch
         register): ``(read data, layout of the data)``. Weights in logic read from a fetch
         register are ROMs per group of PEs, each from a copy of the register of its own
-        (``rom_groups``)."""
+        (``rom_groups``); weights in block RAM that need more than one address register
+        are memories per slice of the word (``weight_address_copies``)."""
         roms = self.rom_groups
         if roms > 1:
             return self._elaborate_weight_roms(m, w_addr, roms)
+        if self.weight_address_copies:
+            return self._elaborate_weight_slices(m, w_addr, issue)
         weights, w_layout = self._weight_memory()
         m.submodules.weights = weights
         if spram:
@@ -468,6 +471,47 @@ class MVU(wiring.Component):
             m.d.sync += w_fetch.eq(w_addr)
         m.d.comb += [w_port.addr.eq(w_fetch), w_port.en.eq(1)]
         return w_port.data, w_layout
+
+    @property
+    def weight_address_copies(self) -> int:
+        """Registers that repeat the weight address for block RAM weights: one per slice
+        of the word (``qloom.hw.weight_mem.word_slices``) and, in banks, per group of
+        banks (``address_groups``), but the first, which is the address itself."""
+        if self._ram_style is not RamStyle.BLOCK:
+            return 0
+        return weight_address_copies(self._pe * self._simd * shape_of(self._w_type).width,
+                                     self.neuron_folds * self.synapse_folds,
+                                     self._bank_depth)
+
+    def _elaborate_weight_slices(self, m, w_addr, issue):
+        """Block RAM weights as a memory per slice of the word, each addressed (per group
+        of banks when banked) from a register of its own: ``w_addr`` or a counter that
+        steps with it (no cycle added). ``(read data, layout)``."""
+        words, w_layout = self._weight_words()
+        last = self.neuron_folds * self.synapse_folds - 1
+        data, copies = [], 0
+        for k, (lo, width) in enumerate(word_slices(w_layout.size)):
+            part = [(word >> lo) & ((1 << width) - 1) for word in words]
+            if self._bank_depth is not None:
+                mem = BankedRom(width, part, self._bank_depth, split_address=True)
+                addrs, port = mem.addrs, mem
+            else:
+                mem = rom(unsigned(width), part, RamStyle.BLOCK)
+                port = mem.read_port()
+                addrs = [port.addr]
+            m.submodules[f"weights{k}"] = mem
+            for addr in addrs:
+                if copies:
+                    copy = Signal.like(w_addr, name=f"w_addr{copies}", attrs={"keep": 1})
+                    with m.If(issue):
+                        m.d.sync += copy.eq(_next_address(copy, last))
+                    m.d.comb += addr.eq(copy)
+                else:
+                    m.d.comb += addr.eq(w_addr)
+                copies += 1
+            m.d.comb += port.en.eq(1)
+            data.append(port.data)
+        return Cat(*data), w_layout
 
     def _elaborate_weight_roms(self, m, w_addr, roms):
         """The weights in logic as ``roms`` ROMs (``rom_groups``), one per group of PEs,
@@ -783,7 +827,7 @@ class MVU(wiring.Component):
             m.d.sync += reserved.eq(reserved - 1)
         with m.If(issue):
             m.d.sync += [s_fold.eq(s_next),
-                         w_addr.eq(Mux(w_addr == nf * sf - 1, 0, w_addr + 1))]
+                         w_addr.eq(_next_address(w_addr, nf * sf - 1))]
             with m.If(s_last):
                 m.d.sync += [n_fold.eq(n_next), n_last.eq(Mux(n_last, nf == 1, n_penult))]
         m.d.sync += [s_last.eq(s_last_next), from_stream.eq(from_stream_next),
@@ -974,6 +1018,18 @@ def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_bl
     return (sf + 2 + fetch + bank_stages + register_operands + register_products
             + (DSP_FEED + 2) * dsp_blocks
             + register_adder_tree + tree_stages + thresholds)
+
+
+def _next_address(addr, last: int):
+    """The weight address after ``addr`` in a memory of ``last + 1`` words (it wraps)."""
+    return Mux(addr == last, 0, addr + 1)
+
+
+def weight_address_copies(word_bits: int, words: int, bank_depth: int | None) -> int:
+    """The registers repeating the address of block RAM weights of ``words`` words of
+    ``word_bits`` bits (``MVU.weight_address_copies``)."""
+    slices = len(word_slices(word_bits))
+    return slices * address_groups(words, bank_depth) - 1
 
 
 def bank_stages(words: int, bank_depth: int | None) -> int:
@@ -1248,6 +1304,16 @@ def _memories_estimate(f: Features, *, mh, mw, pe, simd, w_type, in_type, word_b
     if weights_spram:
         f.spram = spram_blocks(pe * simd * w_type.bits)
         f.add("lut", "spram_mux", f.spram * (14 + 3))
+    elif weights_block:
+        # A memory per slice of the word, each (per group of banks) from an address
+        # register of its own (``MVU.weight_address_copies``): counters like the address.
+        f.add_memory("weights", sum((memory_cost(depth, width, family, True,
+                                                 bank=weight_bank_depth)
+                                     for _, width in word_slices(word_bits)), Resources()),
+                     bits=mh * mw * w_type.bits)
+        copies = weight_address_copies(word_bits, depth, weight_bank_depth)
+        f.add("ff", "counters", copies * (depth - 1).bit_length())
+        f.add("lut", "counters", copies * 2 * (depth - 1).bit_length())
     else:
         f.add_memory("weights", memory_cost(depth, word_bits, family, weights_block,
                                             bank=weight_bank_depth),

@@ -26,7 +26,7 @@ from amaranth.lib.memory import Memory
 from .skid import GROUP_BITS
 
 __all__ = ["RamStyle", "pack_words", "pack_layout", "rom", "read_register", "BankedRom",
-           "banks", "banked_latency"]
+           "banks", "banked_latency", "word_slices", "address_groups", "SLICE_BITS"]
 
 
 class RamStyle(enum.Enum):
@@ -94,6 +94,25 @@ def read_register(m, data, enable, name: str, shape=None) -> Signal:
     return reg
 
 
+# Bits of a block RAM word per slice with an address register of its own: a multiple of
+# every block width of both families (ECP5 36/18/9/4/2/1, iCE40 16/8/4/2), so the slices
+# take the blocks the whole word would. One register addressing every block of a wide
+# word reaches block RAM rows all over the die (CNV-w1a1's Conv_3: 57 blocks).
+SLICE_BITS = 288
+
+
+def word_slices(width: int) -> list[tuple[int, int]]:
+    """``(lowest bit, width)`` of each slice of a ``width``-bit block RAM word."""
+    return [(lo, min(SLICE_BITS, width - lo)) for lo in range(0, width, SLICE_BITS)]
+
+
+def address_groups(depth: int, bank: int | None) -> int:
+    """Address inputs of a block RAM memory of ``depth`` words: one, or in banks of
+    ``bank`` words one per group of ``BankedRom.GROUP`` banks when there are more."""
+    count = 1 if bank is None else banks(depth, bank)
+    return -(-count // BankedRom.GROUP) if count > BankedRom.GROUP else 1
+
+
 class BankedRom(Elaboratable):
     """A read-only block RAM memory cut into banks of ``bank`` words
     (``qloom.hw.mem_pack.bank_depth``), each read into a register of its own (which the
@@ -102,16 +121,21 @@ class BankedRom(Elaboratable):
     than ``GROUP`` banks are chosen in two steps with a register between (a cycle more):
     18 banks' 64-bit words chosen at once were 4 LUT levels behind the select register,
     131 MHz on the ECP5-85F. It has the read port's ``addr``, ``en`` and ``data`` and is
-    its own port (``read_port()``)."""
+    its own port (``read_port()``). ``addrs``: ``addr`` and, with ``split_address``, an
+    address input per further group of banks (``address_groups``), each given the same
+    address by a register of its own."""
 
     GROUP = 4
 
-    def __init__(self, width: int, init: list[int], bank: int):
+    def __init__(self, width: int, init: list[int], bank: int, split_address: bool = False):
         if not isinstance(bank, int) or bank < 1 or bank & (bank - 1) or bank >= len(init):
             raise ValueError(f"Bank depth must be a power of two below the depth "
                              f"({len(init)}), not {bank!r}")
         self._width, self._init, self._bank = width, list(init), bank
         self.addr = Signal(range(len(init)))
+        groups = address_groups(len(init), bank) if split_address else 1
+        self.addrs = [self.addr] + [Signal(range(len(init)), name=f"addr{g}")
+                                    for g in range(1, groups)]
         self.en = Signal(init=1)
         self.data = Signal(width)
 
@@ -135,7 +159,8 @@ class BankedRom(Elaboratable):
             memory = rom(unsigned(self._width), part, RamStyle.BLOCK)
             m.submodules[f"bank{k}"] = memory
             port = memory.read_port()
-            m.d.comb += [port.addr.eq(self.addr[:low]), port.en.eq(self.en)]
+            addr = self.addrs[min(k // self.GROUP, len(self.addrs) - 1)]
+            m.d.comb += [port.addr.eq(addr[:low]), port.en.eq(self.en)]
             words.append(read_register(m, port.data, self.en, f"bank{k}_data"))
         # Which bank, as old as the data it chooses from (an address, then a read, ago).
         # The register that chooses is copied per group of banks and per GROUP_BITS bits of

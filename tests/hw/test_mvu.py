@@ -146,6 +146,14 @@ CASES = {
     # Six banks: chosen in two steps (a group register between).
     "xnor-banked-groups": (12, 8, 2, 2, BIPOLAR, BIPOLAR, (1, BIPOLAR),
                            {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),
+    # Block RAM words wider than a slice (SLICE_BITS): a memory per slice, each from an
+    # address register of its own; in banks also per group of banks.
+    "xnor-block-slices": (16, 80, 8, 40, BIPOLAR, BIPOLAR, (1, BIPOLAR),
+                          {"ram_style": RamStyle.BLOCK, "register_operands": True,
+                           "register_operand_copies": True}),
+    "mac-banked-slices": (32, 40, 8, 10, INT4, UINT4, None,
+                          {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 2,
+                           "dsp_budget": 0}),
     # A 64-bit word: the selects copied per 32 bits, in both steps.
     "xnor-banked-groups-wide": (48, 32, 8, 8, BIPOLAR, BIPOLAR, (1, BIPOLAR),
                                 {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),
@@ -382,6 +390,21 @@ def test_threshold_roms_per_group_of_pes(case, groups):
     assert dut.thresholds_fetch and dut.threshold_groups == groups
     text = rtlil.convert(dut)
     assert [f"thresholds_addr{g}" in text for g in range(groups + 1)] == [True] * groups + [False]
+
+
+@pytest.mark.parametrize("case, copies", [("xnor-block-slices", 1), ("mac-banked-slices", 3),
+                                          ("xnor-banked-groups", 1), ("xnor-banked", 0)])
+def test_block_weights_address_registers(case, copies):
+    """Block RAM weights: a memory per slice of the word (and per group of banks) with
+    an address register of its own, counted by the estimate."""
+    from qloom.hw.mvu import weight_address_copies
+    dut, *_ = build_case(case)
+    assert dut.weight_address_copies == copies
+    mh, mw, pe, simd, w_type, *_, params = CASES[case]
+    assert weight_address_copies(pe * simd * w_type.bits, (mh // pe) * (mw // simd),
+                                 params.get("weight_bank_depth")) == copies
+    text = rtlil.convert(dut)
+    assert [f"\\w_addr{k}\n" in text for k in range(1, copies + 2)] == [True] * copies + [False]
 
 
 def test_weight_columns_of_a_shallow_memory():
