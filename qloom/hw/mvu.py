@@ -162,15 +162,32 @@ def operand_spread(groups: int, waits: int) -> int:
     return -(-groups // OPERAND_PES) if groups > OPERAND_PES and not waits else 0
 
 
+def operand_hop(groups: int, weights_block: bool) -> bool:
+    """Whether the input word reaches its copies in two hops, a cycle more (the weights
+    are registered once more to match): from its register to one register per
+    ``OPERAND_PES`` copies, which the placer puts on the way, then to the copies. When the
+    weights are in block RAM and there are more than ``OPERAND_PES`` copies: the PEs then
+    sit by their weights' blocks over most of the die's height. In one hop, CNV-w1a1's
+    Conv_3 routed at 83.79 MHz for 104: the stream's word to a spread register 35 rows
+    away (``operand_spread``), 11.41 ns of route."""
+    return weights_block and groups > OPERAND_PES
+
+
 def operand_copy_registers(*, pe: int, word_bits: int, buffered: bool,
                            buffer_copies: bool, copies: bool = True,
                            weights_block: bool = False, waits: int = 0) -> int:
     """The flip-flops of the input word's operand registers: per copy
     (``operand_groups``) the stream's word and the choice (and, with ``buffer_copies``, the
     buffer's word); a block RAM buffer's word (``buffered`` and not ``buffer_copies``)
-    once; the spread registers the copies read (``operand_spread``)."""
+    once; the spread registers the copies read (``operand_spread``) or the hop registers
+    (``operand_hop``)."""
     groups = operand_groups(pe, copies, weights_block)
-    spread = operand_spread(groups, waits) * (word_bits + buffered)
+    hop = copies and operand_hop(groups, weights_block)
+    spread = operand_spread(groups, waits + hop) * (word_bits + buffered)
+    if hop:        # a register per OPERAND_PES copies, and the buffer's word beside it
+        spread = -(-groups // OPERAND_PES) * (word_bits + buffered
+                                              + (word_bits if buffer_copies else 0)) \
+            + (word_bits if buffered and not buffer_copies else 0)
     if not buffered:
         return spread + groups * word_bits
     return spread + groups * (word_bits + 1) + word_bits * (groups if buffer_copies else 1)
@@ -342,7 +359,7 @@ class MVU(wiring.Component):
         with no stalls (see the module documentation)."""
         return latency(self.synapse_folds, register_operands=self._register_operands,
                        fetch=self.fetch_register, bank_stages=self.bank_stages,
-                       register_products=self._register_products,
+                       hop=self.operand_hop, register_products=self._register_products,
                        dsp_blocks=self._dsp_primitive is not None,
                        register_adder_tree=self._register_adder_tree,
                        tree_stages=self.tree_stages,
@@ -473,6 +490,13 @@ class MVU(wiring.Component):
         return w_port.data, w_layout
 
     @property
+    def operand_hop(self) -> bool:
+        """Whether the input word reaches its copies in two hops (``operand_hop``)."""
+        return (self._register_operands and self._operand_copies
+                and operand_hop(operand_groups(self._pe, True, self.weights_block),
+                                self.weights_block))
+
+    @property
     def weight_address_copies(self) -> int:
         """Registers that repeat the weight address for block RAM weights: one per slice
         of the word (``qloom.hw.weight_mem.word_slices``) and, in banks, per group of
@@ -555,9 +579,10 @@ class MVU(wiring.Component):
         groups = operand_groups(self._pe, self._operand_copies, self.weights_block)
         # Registers beside ``x_reg`` that the copies read, a few copies each
         # (``operand_spread``).
+        hop = self.operand_hop
         spread = [(self._copy(m, self.i.payload, f"operand_spread{k}"),
-                   self._copy(m, from_stream, f"operand_spread_from_stream{k}"))
-                  for k in range(operand_spread(groups, len(waits))
+                   self._copy(m, from_stream, f"operand_spread_from_stream{k}"), None)
+                  for k in range(operand_spread(groups, len(waits) + hop)
                                  if self._register_operands else 0)]
         in_layout = self.i.payload.shape()
         x_buffered = (self._elaborate_input_buffer(m, issue, s_fold, from_stream, x_reg,
@@ -571,6 +596,19 @@ class MVU(wiring.Component):
             x_reg, x_from_stream = in_layout(regs[0][0]), tag.pop("from_stream")
             if x_buffered is not None:
                 x_buffered = in_layout(regs[1][0])
+        shared = x_buffered is not None and not self.buffer_copies
+        if hop:
+            # The weights a cycle more; the input word, its choice and (with copies) the
+            # buffer's word to a register per OPERAND_PES copies, the tag beside them.
+            w_data = read_register(m, w_data, Const(1), "weights_hop")
+            spread = [(self._copy(m, x_reg, f"operand_hop{k}"),
+                       self._copy(m, x_from_stream, f"operand_hop_from_stream{k}"),
+                       None if x_buffered is None or shared else
+                       self._copy(m, x_buffered, f"operand_hop_buffered{k}"))
+                      for k in range(-(-groups // OPERAND_PES))]
+            regs, tag = self._stage(m, "hop", [[x_buffered]] if shared else [], tag)
+            if shared:
+                x_buffered = in_layout(regs[0][0])
         w = w_layout(w_data)
         if not self._register_operands:
             return w, [self._chosen(m, x_reg, x_buffered, x_from_stream, "")] * self._pe, tag
@@ -583,19 +621,19 @@ class MVU(wiring.Component):
         # register read by all 16 PEs of CNV-w1a1's Conv_3 was its ECP5 critical path (14 ns
         # of route to a PE 30 rows away). A block RAM buffer's word keeps one register, in
         # the block.
-        shared = x_buffered is not None and not self.buffer_copies
         rows = [[w]] + ([[x_buffered]] if shared else [])
         regs, tag = self._stage(m, "operand", rows, tag)
         w = w_layout(regs[0][0])
         words = []
         for group in range(groups):
-            x_src, from_src = (spread[group // OPERAND_PES] if spread
-                               else (x_reg, x_from_stream))
+            x_src, from_src, buffered_src = (spread[group // OPERAND_PES] if spread
+                                             else (x_reg, x_from_stream, None))
             x = self._copy(m, x_src, f"operand_x{group}")
             from_stream = self._copy(m, from_src, f"operand_from_stream{group}")
             buffered = (in_layout(regs[1][0]) if shared else
                         None if x_buffered is None else
-                        self._copy(m, x_buffered, f"operand_buffered{group}"))
+                        self._copy(m, x_buffered if buffered_src is None else buffered_src,
+                                   f"operand_buffered{group}"))
             words.append(self._chosen(m, x, buffered, from_stream, str(group)))
         return w, [words[g] for g, pes in enumerate(pe_groups(self._pe, groups))
                    for _ in pes], tag
@@ -1011,11 +1049,12 @@ def _check_memories(ram_style, threshold_ram_style, buffer_ram_style, words, wid
 
 def latency(sf: int, *, register_operands: bool, register_products: bool, dsp_blocks: bool,
             register_adder_tree: bool, tree_stages: int, thresholds: int,
-            fetch: bool = False, bank_stages: int = 0) -> int:
+            fetch: bool = False, bank_stages: int = 0, hop: bool = False) -> int:
     """The MVU's latency (see the module documentation) from its register stages
     (``thresholds``: the fused thresholds' stages, 0 without; ``fetch``:
-    ``fetch_register``; ``bank_stages``: ``bank_stages`` of weights in banks)."""
-    return (sf + 2 + fetch + bank_stages + register_operands + register_products
+    ``fetch_register``; ``bank_stages``: ``bank_stages`` of weights in banks; ``hop``:
+    ``operand_hop``)."""
+    return (sf + 2 + fetch + bank_stages + hop + register_operands + register_products
             + (DSP_FEED + 2) * dsp_blocks
             + register_adder_tree + tree_stages + thresholds)
 
@@ -1171,10 +1210,14 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     word_bits = _weight_word_bits(nf * sf, pe * simd * w_type.bits, family=family,
                                   weights_block=weights_block, weights_spram=weights_spram,
                                   weight_columns=weight_columns and weight_columns(roms))
+    on_blocks = weights_block or weights_spram
+    hop = bool(operands and operand_copies(family)
+               and operand_hop(operand_groups(pe, True, on_blocks), on_blocks))
     if operands:
-        # The weights (a one-word memory's are constants: see memory_cost) and the input
+        # The weights (a one-word memory's are constants: see memory_cost; twice with
+        # ``operand_hop``) and the input
         # word's copies; with later neuron folds also the buffer's (chosen after them).
-        f.add("ff", "operands", (word_bits if nf * sf > 1 else 1)
+        f.add("ff", "operands", (word_bits if nf * sf > 1 else 1) * (1 + hop)
               + operand_copy_registers(pe=pe, word_bits=simd * in_type.bits,
                                        buffered=nf > 1, buffer_copies=not buffer_block,
                                        copies=operand_copies(family),
@@ -1212,6 +1255,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     # The inputs and the tag wait for the banks' registers.
     f.add("ff", "bank", waits * (simd * in_type.bits * (2 if nf > 1 else 1) + 4))
     depth = output_depth(latency(sf, register_operands=operands, fetch=fetch, bank_stages=waits,
+                                 hop=hop,
                                  register_products=pipeline, dsp_blocks=dsp_blocks and dsps > 0,
                                  register_adder_tree=pipeline, tree_stages=stages,
                                  thresholds=thresholds and 1 + compare_register(thresholds,
