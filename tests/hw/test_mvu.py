@@ -421,3 +421,16 @@ def test_weight_columns_of_a_shallow_memory():
     assert weight_columns(np.ones((4, 4), dtype=np.int64), BIPOLAR, 1, 1) == 1
     assert weight_columns(weights, BIPOLAR, 1, 784) is None      # 64 words
     assert FEW_WORDS < 64
+
+
+@pytest.mark.parametrize("case, hops", [("xnor-block-slices", 2),
+                                        ("xnor-operand-copies-block-weights", 2),
+                                        ("xnor-banked", 0)])
+def test_operand_hop_registers(case, hops):
+    """Block RAM weights with more than OPERAND_PES operand copies: the input word goes to
+    a register per OPERAND_PES copies first (``operand_hop``), a cycle more."""
+    dut, *_ = build_case(case)
+    assert dut.operand_hop == bool(hops)
+    text = rtlil.convert(dut)
+    assert [f"\\operand_hop{k}\n" in text for k in range(hops + 1)] == [True] * hops + [False]
+    assert ("\\weights_hop\n" in text) == bool(hops)
