@@ -20,7 +20,7 @@ fold step that completes an output is issued only when the output queue
 a register counts the words issued and not yet taken. So ``i.ready`` depends on
 registers only, never on ``o.ready``. ``latency`` counts cycles from a vector's
 first input word being taken to its first output word being taken, with no stalls on
-either side: ``SF - 1 + 3 + fetch_register + bank_stages + register_operands +
+either side: ``SF - 1 + 3 + fetch_register + bank_stages + operand_hop + register_operands +
 register_products + register_adder_tree + tree_stages + (1 if thresholds are fused, 2 if
 their compares are registered: ``qloom.hw.threshold.compare_register``) + (``DSP_FEED +
 2`` with ECP5 DSP blocks, see qloom.hw.dsp)`` (the 3: issue, the accumulator, the sum
@@ -186,7 +186,8 @@ def operand_copy_registers(*, pe: int, word_bits: int, buffered: bool,
     spread = operand_spread(groups, waits + hop) * (word_bits + buffered)
     if hop:        # a register per OPERAND_PES copies, and the buffer's word beside it
         spread = -(-groups // OPERAND_PES) * (word_bits + buffered
-                                              + (word_bits if buffer_copies else 0)) \
+                                              + (word_bits if buffered and buffer_copies
+                                                 else 0)) \
             + (word_bits if buffered and not buffer_copies else 0)
     if not buffered:
         return spread + groups * word_bits
