@@ -169,8 +169,8 @@ def test_register_copies_stay_apart(tmp_path, family):
 @pytest.mark.parametrize("ram_style, groups", [("DISTRIBUTED", 2), ("BLOCK", 8)])
 def test_mvu_operand_copies_stay_apart(tmp_path, ram_style, groups):
     """An MVU of 8 PEs registers its input word once per 4 PEs, or once per PE with its
-    weights in block RAM (``operand_groups``, those from two spread registers,
-    ``operand_spread``), the stream's and the distributed buffer's word and the choice, and
+    weights in block RAM (``operand_groups``, those from two hop registers,
+    ``operand_hop``), the stream's and the distributed buffer's word and the choice, and
     Yosys keeps the copies apart (not merged back into one register that every PE
     reads)."""
     import numpy as np
@@ -193,25 +193,28 @@ def test_mvu_operand_copies_stay_apart(tmp_path, ram_style, groups):
                     if name.split(".")[-1] == f"{key}{group}":
                         copies[key, group] = tuple(net["bits"])
     assert len(copies) == 3 * groups, sorted(copies)
-    # With more than 4 copies, the copies read 2 registers of the stream's word (and
-    # choice) beside its own, not that one register (``operand_spread``).
-    spread = {}
+    # With block RAM weights and more than 4 copies, the copies read 2 registers of the
+    # stream's word, its choice and the buffer's word a cycle before them, which the
+    # placer puts on the way (``operand_hop``).
+    hops = {}
+    keys = ("operand_hop", "operand_hop_from_stream", "operand_hop_buffered")
     for module in netlist["modules"].values():
         for name, net in module["netnames"].items():
-            for key in ("operand_spread", "operand_spread_from_stream"):
+            for key in keys:
                 for k in range(2):
                     if name.split(".")[-1] == f"{key}{k}":
-                        spread[key, k] = tuple(net["bits"])
-    assert len(spread) == (4 if block else 0), sorted(spread)
+                        hops[key, k] = tuple(net["bits"])
+    assert len(hops) == (6 if block else 0), sorted(hops)
     if block:      # PEs 0-3 take their copies from the first, PEs 4-7 from the second
         d_of = {bit: cell["connections"]["DI"][0]
                 for module in netlist["modules"].values()
                 for cell in module["cells"].values() if cell["type"] == "TRELLIS_FF"
                 for bit in cell["connections"]["Q"]}
         for pe in range(8):
-            assert {d_of[bit] for bit in copies["operand_x", pe]} == \
-                set(spread["operand_spread", pe // 4]), pe
-    copies.update(spread)
+            for key, hop in (("operand_x", "operand_hop"),
+                             ("operand_buffered", "operand_hop_buffered")):
+                assert {d_of[bit] for bit in copies[key, pe]} == set(hops[hop, pe // 4]), pe
+    copies.update(hops)
     bits = [bit for word in copies.values() for bit in word]
     assert len(set(bits)) == len(bits) == operand_copy_registers(
         pe=8, word_bits=16, buffered=True, buffer_copies=True, weights_block=block)
