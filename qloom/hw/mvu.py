@@ -68,8 +68,8 @@ from .spram import (SPRAM_DEPTH, UP5K_SPRAMS, LoadSignature, SpramRom, spram_blo
                     spram_image)
 from .threshold import ThresholdSpec, ThresholdTable, compare_register
 from .types import shape_of
-from .weight_mem import (BankedRom, RamStyle, address_groups, banked_latency, banks, pack_words,
-                         read_register, rom, word_slices)
+from .weight_mem import (BankedRom, RamStyle, address_groups, banked_latency, banks, bit_slice,
+                         kept_register, pack_words, read_register, rom, word_slices)
 
 __all__ = ["MVU", "Datapath", "RamStyle"]
 
@@ -516,7 +516,7 @@ class MVU(wiring.Component):
         last = self.neuron_folds * self.synapse_folds - 1
         data, copies = [], 0
         for k, (lo, width) in enumerate(word_slices(w_layout.size)):
-            part = [(word >> lo) & ((1 << width) - 1) for word in words]
+            part = bit_slice(words, lo, width)
             if self._bank_depth is not None:
                 mem = BankedRom(width, part, self._bank_depth, split_address=True)
                 addrs, port = mem.addrs, mem
@@ -552,11 +552,10 @@ class MVU(wiring.Component):
         data = []
         for group, pes in enumerate(pe_groups(self._pe, roms)):
             lo, width = pes.start * pe_bits, len(pes) * pe_bits
-            mem = rom(unsigned(width), [(word >> lo) & ((1 << width) - 1) for word in words],
-                      ram_style)
+            mem = rom(unsigned(width), bit_slice(words, lo, width), ram_style)
             m.submodules[f"{name}{group}"] = mem
             port = mem.read_port()
-            m.d.comb += [port.addr.eq(self._copy(m, addr, f"{addr_name}{group}")),
+            m.d.comb += [port.addr.eq(kept_register(m, addr, f"{addr_name}{group}")),
                          port.en.eq(1)]
             data.append(port.data)
         return Cat(*data)
@@ -581,8 +580,8 @@ class MVU(wiring.Component):
         # Registers beside ``x_reg`` that the copies read, a few copies each
         # (``operand_spread``).
         hop = self.operand_hop
-        spread = [(self._copy(m, self.i.payload, f"operand_spread{k}"),
-                   self._copy(m, from_stream, f"operand_spread_from_stream{k}"), None)
+        spread = [(kept_register(m, self.i.payload, f"operand_spread{k}"),
+                   kept_register(m, from_stream, f"operand_spread_from_stream{k}"), None)
                   for k in range(operand_spread(groups, len(waits) + hop)
                                  if self._register_operands else 0)]
         in_layout = self.i.payload.shape()
@@ -602,10 +601,10 @@ class MVU(wiring.Component):
             # The weights a cycle more; the input word, its choice and (with copies) the
             # buffer's word to a register per OPERAND_PES copies, the tag beside them.
             w_data = read_register(m, w_data, Const(1), "weights_hop")
-            spread = [(self._copy(m, x_reg, f"operand_hop{k}"),
-                       self._copy(m, x_from_stream, f"operand_hop_from_stream{k}"),
+            spread = [(kept_register(m, x_reg, f"operand_hop{k}"),
+                       kept_register(m, x_from_stream, f"operand_hop_from_stream{k}"),
                        None if x_buffered is None or shared else
-                       self._copy(m, x_buffered, f"operand_hop_buffered{k}"))
+                       kept_register(m, x_buffered, f"operand_hop_buffered{k}"))
                       for k in range(-(-groups // OPERAND_PES))]
             regs, tag = self._stage(m, "hop", [[x_buffered]] if shared else [], tag)
             if shared:
@@ -629,11 +628,11 @@ class MVU(wiring.Component):
         for group in range(groups):
             x_src, from_src, buffered_src = (spread[group // OPERAND_PES] if spread
                                              else (x_reg, x_from_stream, None))
-            x = self._copy(m, x_src, f"operand_x{group}")
-            from_stream = self._copy(m, from_src, f"operand_from_stream{group}")
+            x = kept_register(m, x_src, f"operand_x{group}")
+            from_stream = kept_register(m, from_src, f"operand_from_stream{group}")
             buffered = (in_layout(regs[1][0]) if shared else
                         None if x_buffered is None else
-                        self._copy(m, x_buffered if buffered_src is None else buffered_src,
+                        kept_register(m, x_buffered if buffered_src is None else buffered_src,
                                    f"operand_buffered{group}"))
             words.append(self._chosen(m, x, buffered, from_stream, str(group)))
         return w, [words[g] for g, pes in enumerate(pe_groups(self._pe, groups))
@@ -666,13 +665,6 @@ class MVU(wiring.Component):
             m.d.comb += [b_write.addr.eq(s_fold), b_write.data.eq(self.i.payload),
                          b_write.en.eq(issue & from_stream)]
         return b_read.data
-
-    @staticmethod
-    def _copy(m, value, name):
-        """A register of ``value`` that synthesis keeps apart from its equal copies."""
-        reg = Signal.like(value, name=name, reset_less=True, attrs={"keep": 1})
-        m.d.sync += Value.cast(reg).eq(value)
-        return reg
 
     @staticmethod
     def _chosen(m, x, x_buffered, from_stream, suffix):

@@ -19,14 +19,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from amaranth.hdl import Cat, Elaboratable, Module, Mux, Shape, ShapeCastable, Signal, unsigned
+from amaranth.hdl import (Cat, Elaboratable, Module, Mux, Shape, ShapeCastable, Signal, Value,
+                         unsigned)
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
 from .skid import GROUP_BITS
 
 __all__ = ["RamStyle", "pack_words", "pack_layout", "rom", "read_register", "BankedRom",
-           "banks", "banked_latency", "word_slices", "address_groups", "SLICE_BITS"]
+           "banks", "banked_latency", "word_slices", "address_groups", "SLICE_BITS",
+           "kept_register", "bit_slice"]
 
 
 class RamStyle(enum.Enum):
@@ -92,6 +94,20 @@ def read_register(m, data, enable, name: str, shape=None) -> Signal:
            else Signal.like(data, name=name, reset_less=True))
     m.d.sync += reg.eq(Mux(enable, data, reg))
     return reg
+
+
+def kept_register(m, value, name: str, enable=None) -> Signal:
+    """A register of ``value`` (taking it while ``enable``, if given), without reset, that
+    synthesis keeps apart from its equal copies ("keep": Yosys would merge them): a copy
+    for logic that sits far from the other copies' readers."""
+    reg = Signal.like(value, name=name, reset_less=True, attrs={"keep": 1})
+    m.d.sync += Value.cast(reg).eq(value if enable is None else Mux(enable, value, reg))
+    return reg
+
+
+def bit_slice(words: list[int], lo: int, width: int) -> list[int]:
+    """Bits ``lo`` to ``lo + width - 1`` of each packed word."""
+    return [(word >> lo) & ((1 << width) - 1) for word in words]
 
 
 # Bits of a block RAM word per slice with an address register of its own: a multiple of
@@ -176,7 +192,7 @@ class BankedRom(Elaboratable):
             ``select`` a cycle later."""
             parts = []
             for k, bits in enumerate(slices):
-                copy = self._copy(m, select, self.en, f"{name}_{k}")
+                copy = kept_register(m, select, f"{name}_{k}", self.en)
                 parts.append(Cat(*(o[bits] for o in options)).word_select(
                     copy, bits.stop - bits.start))
             return Cat(*parts)
@@ -194,13 +210,6 @@ class BankedRom(Elaboratable):
         else:
             m.d.comb += self.data.eq(chosen(words, select, "bank_select1"))
         return m
-
-    @staticmethod
-    def _copy(m, value, enable, name):
-        """A register taking ``value`` while ``enable``, kept apart from its equal copies."""
-        reg = Signal.like(value, name=name, reset_less=True, attrs={"keep": 1})
-        m.d.sync += reg.eq(Mux(enable, value, reg))
-        return reg
 
     @staticmethod
     def select_registers(banks: int, width: int) -> int:
