@@ -1208,14 +1208,13 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                and operand_hop(operand_groups(pe, True, on_blocks), on_blocks))
     if operands:
         # The weights (a one-word memory's are constants: see memory_cost; twice with
-        # ``operand_hop``) and the input
-        # word's copies; with later neuron folds also the buffer's (chosen after them).
+        # ``operand_hop``) and the input word's copies; with later neuron folds also the
+        # buffer's (chosen after them).
         f.add("ff", "operands", (word_bits if nf * sf > 1 else 1) * (1 + hop)
               + operand_copy_registers(pe=pe, word_bits=simd * in_type.bits,
                                        buffered=nf > 1, buffer_copies=not buffer_block,
                                        copies=operand_copies(family),
-                                       weights_block=weights_block or weights_spram,
-                                       waits=fetch + waits))
+                                       weights_block=on_blocks, waits=fetch + waits))
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
           + tag_copy_registers(pe, acc_bits, chained=pipeline))
@@ -1226,19 +1225,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                        weights_spram=weights_spram, buffer_block=buffer_block,
                        weight_bank_depth=weight_bank_depth)
     if thresholds:
-        f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
-                                      + adder_tree_luts(thresholds, 1)))
-        f.add("ff", "compare", pe * out_bits * 2)
-        if compare_register(thresholds, family):
-            f.add("ff", "crossed", pe * thresholds)
-        lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
-        f.add_memory("thresholds", memory_cost(nf, pe * lane, family, thresholds_block),
-                     bits=mh * lane)
-        fetch_thresholds = pipeline and fetches_thresholds(family) and thresholds_fetch(
-            True, nf, sf, thresholds_block)
-        if fetch_thresholds:     # a register of the fold counter per ROM (threshold_groups)
-            f.add("ff", "fetch", (nf - 1).bit_length() * operand_groups(
-                pe, operand_copies(family), weights_block or weights_spram))
+        _thresholds_estimate(f, mh=mh, pe=pe, nf=nf, sf=sf, thresholds=thresholds,
+                             acc_bits=acc_bits, out_bits=out_bits, family=family,
+                             threshold_bits=threshold_bits, thresholds_block=thresholds_block,
+                             fetch=pipeline and fetches_thresholds(family), on_blocks=on_blocks)
     # The registers on the way from the memories, and the output queue (in logic: a few
     # words read asynchronously) with its credit.
     if fetch:
@@ -1259,6 +1249,24 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     f.add("ff", "credit", 2 * depth.bit_length())
     f.add("lut", "credit", 2 * depth.bit_length() + 4)
     return f
+
+
+def _thresholds_estimate(f: Features, *, mh, pe, nf, sf, thresholds, acc_bits, out_bits,
+                         family, threshold_bits, thresholds_block, fetch, on_blocks):
+    """The fused thresholds: each PE's compares (registered, ``compare_register``), their
+    memory, and with ``fetch`` (``fetches_thresholds``) the fold counter's register per
+    ROM (``threshold_groups``)."""
+    f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
+                                  + adder_tree_luts(thresholds, 1)))
+    f.add("ff", "compare", pe * out_bits * 2)
+    if compare_register(thresholds, family):
+        f.add("ff", "crossed", pe * thresholds)
+    lane = thresholds * acc_bits if threshold_bits is None else threshold_bits
+    f.add_memory("thresholds", memory_cost(nf, pe * lane, family, thresholds_block),
+                 bits=mh * lane)
+    if fetch and thresholds_fetch(True, nf, sf, thresholds_block):
+        f.add("ff", "fetch", (nf - 1).bit_length() * operand_groups(
+            pe, operand_copies(family), on_blocks))
 
 
 def _datapath_estimate(f: Features, path: Datapath, *, pe, simd, w_type, in_type, dsps,
