@@ -74,7 +74,8 @@ def _add_compile(sub):
     p.add_argument("--target-fps", type=float, metavar="N",
                    help="fold each layer just enough to reach N frames per second")
     p.add_argument("--fold", metavar="FILE|auto",
-                   help="JSON file of per-layer foldings ({\"layer\": {\"pe\": 4, \"simd\": 8}}), "
+                   help="JSON file of per-layer foldings ({\"layer\": {\"pe\": 4, \"simd\": 8}}; "
+                        "a matrix unit's entry may add \"weights\": \"block\" or \"logic\"), "
                         "or 'auto': the fastest folding that fits --board")
     p.add_argument("--dsp-budget", type=int, metavar="N",
                    help="multipliers on DSP blocks (default: the board's DSP count)")

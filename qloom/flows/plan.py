@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -22,9 +22,16 @@ from .engines.base import BuildOptions, Engine, Fold
 from .engines.unrolled import unroll
 
 __all__ = ["Plan", "DEFAULT_LANES", "plan_for_cycles", "plan_default", "plan_from_file",
-           "fit_to_budget", "read_fold_file"]
+           "fit_to_budget", "spare_block_ram", "read_fold_file", "ROOMY_SHARE"]
 
 DEFAULT_LANES = 64
+
+# Fold auto keeps the block RAM a plan takes within this share of the device when it can,
+# by moving weight memories to logic (``Fold.weights``) while the LUTs stay within the
+# same share: with nearly every block taken, the placer scatters each memory's blocks over
+# the die and every path into or out of a wide memory becomes a long route (CNV-w1a1 with
+# 190 of the ECP5-85F's 208 blocks routed at 76-84 MHz against 104 planned).
+ROOMY_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -247,6 +254,7 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
     while lo <= hi:
         mid = (lo + hi) // 2
         plan = plan_for_cycles(engines, candidates[mid], options, how="auto")
+        plan = spare_block_ram(engines, plan, budget, fits, options, extra)
         if fits(plan.total + extra(plan)) and (accept is None or accept(plan)):
             best, hi = plan, mid - 1
         else:
@@ -257,6 +265,40 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
         short = shortfall(slowest, budget, lambda need: fits(need + share), accept)
         raise QloomError(f"the model does not fit even fully folded: {short}")
     return best
+
+
+def spare_block_ram(engines, plan: Plan, budget: Resources, fits: Callable,
+                    options: BuildOptions,
+                    overhead: Callable[[Plan], Resources] = lambda plan: Resources()) -> Plan:
+    """``plan`` with weight memories moved from block RAM to logic until its block RAM
+    (with ``overhead``) is within ``ROOMY_SHARE`` of ``budget``'s: each time the move
+    costing the fewest LUTs per block it frees, made only when the plan's LUTs stay within
+    the same share and the plan still ``fits``. ``plan`` itself when no move is needed or
+    none can be made."""
+    by_name = {e.name: e for e in engines}
+    bram_limit, lut_limit = ROOMY_SHARE * budget.bram, ROOMY_SHARE * budget.lut
+    while (plan.total + overhead(plan)).bram > bram_limit:
+        folds = plan.source_folds
+        moves = []
+        for name, fold in folds.items():
+            engine = by_name[name]
+            if "logic" not in engine.weight_places or fold.weights == "logic":
+                continue
+            moved = replace(fold, weights="logic")
+            dsps = plan.dsps.get(name, 0)
+            now = engine.resources(fold, options, dsps)
+            then = engine.resources(moved, options, dsps)
+            if then.bram < now.bram:
+                moves.append(((then.lut - now.lut) / (now.bram - then.bram), name, moved))
+        for _, name, moved in sorted(moves):
+            candidate = _finish(engines, {**folds, name: moved}, options, plan.how)
+            need = candidate.total + overhead(candidate)
+            if need.lut <= lut_limit and fits(need):
+                plan = candidate
+                break
+        else:
+            return plan
+    return plan
 
 
 def shortfall(plan: Plan, budget: Resources, fits: Callable | None = None,

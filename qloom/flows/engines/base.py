@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...errors import QloomError, UnsupportedModelError
 from ..cost import Family, Resources, calibrated
@@ -38,6 +38,10 @@ class Fold:
 
     pe: int = 1
     simd: int = 1
+    # Where a matrix unit's weights go: "" where its memory rule places them
+    # (``qloom.flows.engines.dense.memory_styles``), "block" (block RAM) or "logic" when a
+    # fold file or the planner chose (``Engine.weight_places``).
+    weights: str = ""
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,16 @@ class Engine(abc.ABC):
     def engine_name(self) -> str:
         return self.kind
 
+    # The places a fold may put the engine's weights in (``Fold.weights``); none for
+    # engines without a weight memory.
+    weight_places: tuple[str, ...] = ()
+
     def fold_json(self, fold: Fold) -> dict:
         values = {"pe": fold.pe, "simd": fold.simd}
-        return {k: values[k] for k in self.fold_keys}
+        spec = {k: values[k] for k in self.fold_keys}
+        if fold.weights:
+            spec["weights"] = fold.weights
+        return spec
 
     def parse_fold(self, spec: dict) -> Fold:
         """A folding from a fold-file entry; unknown keys and illegal factors are errors
@@ -165,10 +176,15 @@ class Engine(abc.ABC):
         if not isinstance(spec, dict):
             raise QloomError(f"fold for layer '{self.name}' must be an object like "
                              f"{self.fold_json(self.folds()[0])}, not {spec!r}")
-        unknown = sorted(set(spec) - set(self.fold_keys))
+        keys = list(self.fold_keys) + (["weights"] if self.weight_places else [])
+        unknown = sorted(set(spec) - set(keys))
         if unknown:
             raise QloomError(f"fold for layer '{self.name}': unknown key(s) {unknown}; "
-                             f"a {self.engine_name} engine takes {list(self.fold_keys)}")
+                             f"a {self.engine_name} engine takes {keys}")
+        weights = spec.get("weights", "")
+        if weights and weights not in self.weight_places:
+            raise QloomError(f"fold for layer '{self.name}': weights = {weights!r} is not "
+                             f"legal; allowed: {list(self.weight_places)}")
         legal = self.folds()
         base = legal[0]
         fold = Fold(pe=spec.get("pe", base.pe), simd=spec.get("simd", base.simd))
@@ -180,7 +196,7 @@ class Engine(abc.ABC):
                     raise QloomError(f"fold for layer '{self.name}': {key} = {value!r} is "
                                      f"not legal; allowed: {options}")
             raise QloomError(f"fold for layer '{self.name}': {spec} is not a legal folding")
-        return fold
+        return replace(fold, weights=weights)
 
 
 class LaneEngine(Engine):

@@ -7,8 +7,8 @@ from __future__ import annotations
 from ...errors import UnsupportedModelError
 from ...nn.ir import Conv, MultiThreshold
 from .base import Engine, Fold, divisors
-from .dense import (datapath_of, dsp_primitive, memory_styles, mvu_features, mvu_registers,
-                    threshold_spec)
+from .dense import (WEIGHT_PLACES, datapath_of, dsp_primitive, memory_styles, mvu_features,
+                    mvu_registers, threshold_spec)
 
 __all__ = ["ConvEngine", "pad_code"]
 
@@ -53,6 +53,18 @@ class ConvEngine(Engine):
     @property
     def kind(self):
         return "conv"
+
+    @property
+    def weight_places(self):
+        # The systolic array keeps its weights in its cells.
+        return () if self.systolic else WEIGHT_PLACES
+
+    def styles(self, fold, options):
+        """Where the matrix unit's memories go (``memory_styles``)."""
+        conv = self.conv
+        return memory_styles(self.out_c, self.mw, fold.pe, fold.simd, conv.w_type,
+                             conv.in_type, conv.acc_type(self.in_c).bits, self.threshold,
+                             options.family, options.sprams, weights=fold.weights)
 
     @property
     def engine_name(self):
@@ -101,7 +113,8 @@ class ConvEngine(Engine):
                     ("", mvu_features(weights=conv.dense_weights(self.in_c), pe=fold.pe,
                                       simd=fold.simd, w_type=conv.w_type, in_type=conv.in_type,
                                       acc_bits=acc_bits, threshold=self.threshold,
-                                      options=options, dsps=dsps))]
+                                      options=options, dsps=dsps,
+                                      styles=self.styles(fold, options)))]
         array = systolic.estimate(mh=self.out_c, mw=self.mw, rows=fold.simd, cols=fold.pe,
                                   w_bits=conv.w_type.bits, in_bits=conv.in_type.bits,
                                   acc_bits=acc_bits, dsps=dsps, family=family,
@@ -151,12 +164,9 @@ class ConvEngine(Engine):
                                                              conv.in_type))
         else:
             from ...hw.mvu import MVU
-            unit_acc_bits = conv.acc_type(self.in_c).bits
             unit = MVU(weights=weights, w_type=conv.w_type, in_type=conv.in_type,
                        pe=fold.pe, simd=fold.simd, threshold=spec, dsp_budget=dsps,
-                       **memory_styles(self.out_c, self.mw, fold.pe, fold.simd, conv.w_type,
-                                       conv.in_type, unit_acc_bits, self.threshold,
-                                       options.family).ram_styles(),
+                       **self.styles(fold, options).ram_styles(),
                        **mvu_registers(options, multipliers=False,
                                        threshold=self.threshold))
         nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]

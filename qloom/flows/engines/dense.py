@@ -14,10 +14,14 @@ from ...hw.mem_pack import bank_depth
 from ..cost import Family, has_lutram, use_block_ram
 from .base import BuildOptions, Engine, Fold, divisors, pixels
 
-__all__ = ["DenseEngine", "datapath_of", "dsp_primitive", "mvu_registers", "mvu_features"]
+__all__ = ["DenseEngine", "WEIGHT_PLACES", "datapath_of", "dsp_primitive", "mvu_registers",
+           "mvu_features"]
 
 # The engine names' suffix per datapath.
 _SUFFIX = {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub", Datapath.MAC: "mac"}
+
+# Where a fold may put a matrix unit's weights (``Fold.weights``).
+WEIGHT_PLACES = ("block", "logic")
 
 
 def datapath_of(w_type: DataType, in_type: DataType) -> str:
@@ -28,14 +32,14 @@ def datapath_of(w_type: DataType, in_type: DataType) -> str:
 
 def mvu_features(*, weights, pe: int, simd: int, w_type: DataType,
                  in_type: DataType, acc_bits: int, threshold: MultiThreshold | None,
-                 options: BuildOptions, dsps: int, threshold_bits: int | None = None):
+                 options: BuildOptions, dsps: int, styles: "MemoryStyles",
+                 threshold_bits: int | None = None):
     """The MVU's estimate features for one folding of ``weights`` (``[MH, MW]``, as the
-    unit gets them), with the memory placement and register stages this engine builds it
-    with (``threshold_bits``: the thresholds' bits per lane as built, when known)."""
+    unit gets them), with the memory placement ``styles`` and the register stages this
+    engine builds it with (``threshold_bits``: the thresholds' bits per lane as built,
+    when known)."""
     from ...hw import mvu
     mh, mw = weights.shape
-    styles = memory_styles(mh, mw, pe, simd, w_type, in_type, acc_bits, threshold,
-                           options.family, options.sprams, threshold_bits)
     return mvu.estimate(
         mh=mh, mw=mw, pe=pe, simd=simd, w_type=w_type, in_type=in_type, acc_bits=acc_bits,
         thresholds=threshold.num_thresholds if threshold is not None else 0,
@@ -52,6 +56,7 @@ def mvu_features(*, weights, pe: int, simd: int, w_type: DataType,
 class DenseEngine(Engine):
     kind = "mvu"
     fold_keys = ("pe", "simd")
+    weight_places = WEIGHT_PLACES
     fuses_thresholds = True
 
     def __init__(self, dense: Dense, threshold: MultiThreshold | None, vectors: int):
@@ -87,6 +92,7 @@ class DenseEngine(Engine):
                                   in_type=self.dense.in_type,
                                   acc_bits=self.dense.acc_type.bits, threshold=self.threshold,
                                   options=options, dsps=dsps,
+                                  styles=self.styles(fold, options),
                                   threshold_bits=self.threshold_bits))]
 
     @functools.cached_property
@@ -122,7 +128,7 @@ class DenseEngine(Engine):
         d = self.dense
         return memory_styles(d.mh, d.mw, fold.pe, fold.simd, d.w_type, d.in_type,
                              d.acc_type.bits, self.threshold, options.family, options.sprams,
-                             self.threshold_bits)
+                             self.threshold_bits, fold.weights)
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.mvu import MVU
@@ -181,12 +187,16 @@ def weights_in_spram(words: int, width: int, family: Family, sprams: int) -> boo
 
 def memory_styles(mh, mw, pe, simd, w_type: DataType, in_type: DataType, acc_bits: int,
                   threshold: MultiThreshold | None, family: Family,
-                  sprams: int = 0, threshold_bits: int | None = None) -> MemoryStyles:
+                  sprams: int = 0, threshold_bits: int | None = None,
+                  weights: str = "") -> MemoryStyles:
+    """Where each memory of a matrix unit goes: by the rules of ``use_block_ram`` and
+    ``weights_in_spram``, the weights where ``weights`` ("block" or "logic") says when
+    it is given."""
     k = threshold.num_thresholds if threshold is not None else 0
     lane = k * acc_bits if threshold_bits is None else threshold_bits
     words, width = (mh // pe) * (mw // simd), pe * simd * w_type.bits
-    spram = weights_in_spram(words, width, family, sprams)
-    block = use_block_ram(words, width, family)
+    spram = not weights and weights_in_spram(words, width, family, sprams)
+    block = weights == "block" if weights else use_block_ram(words, width, family)
     return MemoryStyles(
         weights_spram=spram, weights=block,
         weight_bank_depth=bank_depth(words, width, family) if block and not spram else None,
