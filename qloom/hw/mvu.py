@@ -58,8 +58,9 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import BINARY, DataType, smallest_type
 from .dsp import Ecp5Multiplier, check_dsp_primitive
-from .estimate import (Features, Resources, adder_tree_luts, comparator_luts,
-                       lut_multiplier_luts, memory_cost, ram_cost, use_block_ram)
+from .estimate import (ROM_ADDRESS_FANOUT, Features, Resources, adder_tree_luts,
+                       comparator_luts, lut_multiplier_luts, memory_cost, ram_cost,
+                       use_block_ram)
 from .mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sum_bits,
                            partial_sums, product_parts, select_datapath, select_product,
                            tree_groups, tree_levels, tree_stages, tree_sum, value_of)
@@ -129,24 +130,48 @@ def operand_groups(pe: int, copies: bool = True, weights_block: bool = False) ->
 
 
 def pe_groups(pe: int, groups: int) -> list[range]:
-    """The PEs of each of ``groups`` groups (``operand_groups``, ``rom_groups``): runs of
+    """The PEs of each of ``groups`` groups (``operand_groups``, ``group_slices``): runs of
     ``ceil(pe / groups)`` PEs, the last one shorter."""
     per_group = -(-pe // groups)
     return [range(lo, min(pe, lo + per_group)) for lo in range(0, pe, per_group)]
 
 
-def rom_groups(pe: int, copies: bool, fetch: bool) -> int:
-    """The ROMs that weights in logic are cut into, one per group of PEs
-    (``pe_groups``), each read from a copy of its own of the fetch register
-    (``fetch_register``): one per operand group when the input word has copies
-    (``operand_groups``), else one ROM.
+def group_slices(pe: int, pe_bits: int, groups: int) -> list[tuple[int, int]]:
+    """``(lowest bit, width)`` in a word of ``pe`` PEs' ``pe_bits`` each of every one of
+    ``groups`` groups of PEs (``pe_groups``)."""
+    return [(pes.start * pe_bits, len(pes) * pe_bits) for pes in pe_groups(pe, groups)]
+
+
+# The LUTs per address bit a ROM slice is cut for (``rom_slices``): half the ECP5's
+# ``ROM_ADDRESS_FANOUT``, because synthesis reads an address bit from more LUTs than one
+# per 16 words and bit (CNV-w1a1's Conv_2 ROMs of 256 bits and 36 words: 1,156 loads
+# where that count gives 768).
+ROM_SLICE_LOADS = ROM_ADDRESS_FANOUT // 2
+
+
+def rom_slices(pe: int, pe_bits: int, depth: int, copies: bool,
+               fetch: bool) -> list[tuple[int, int]]:
+    """The ROMs that weights in logic (``depth`` words of ``pe`` PEs' ``pe_bits``) are cut
+    into, as ``(lowest bit, width)`` of the word, each read from a copy of its own of the
+    fetch register (``fetch_register``): one per group of PEs (``pe_groups``) when the
+    input word has copies (``operand_groups``), each cut further into equal slices of at
+    most ``ROM_SLICE_LOADS`` LUTs counted one per 16 words and bit; else one ROM.
 
     Synthesis builds each distinct bit column of a ROM once (``weight_columns``): one ROM
     for a whole layer shares a column among PEs anywhere on the die. CNV-w1a1's Conv_1
     (64 PEs, 9 words of 4,096 bits) kept 512 columns, each read by 5 to 14 PEs, and its
     ECP5 critical path was one of them, 13 ns of route to a PE 32 columns and 28 rows
-    away (71.75 MHz for 104)."""
-    return operand_groups(pe, copies) if fetch else 1
+    away (71.75 MHz for 104). Its Conv_2 with the weights in logic (32 PEs of 64 bits, 36
+    words) had a ROM per 4 PEs, and each ROM's address bit 1,156 loads."""
+    if not fetch:
+        return [(0, pe * pe_bits)]
+    leaves = -(-depth // 16)
+    slices = []
+    for lo, width in group_slices(pe, pe_bits, operand_groups(pe, copies)):
+        cuts = -(-width * leaves // ROM_SLICE_LOADS) if copies else 1
+        step = -(-width // cuts)
+        slices += [(bit, min(step, lo + width - bit)) for bit in range(lo, lo + width, step)]
+    return slices
 
 
 def operand_spread(groups: int, waits: int) -> int:
@@ -414,9 +439,11 @@ class MVU(wiring.Component):
         return fetch_register(self._ram_style is RamStyle.DISTRIBUTED, self._register_operands)
 
     @property
-    def rom_groups(self) -> int:
-        """The ROMs the weights are cut into (``rom_groups``)."""
-        return rom_groups(self._pe, self._operand_copies, self.fetch_register)
+    def rom_slices(self) -> list[tuple[int, int]]:
+        """The ROMs the weights in logic are cut into (``rom_slices``)."""
+        return rom_slices(self._pe, self._simd * shape_of(self._w_type).width,
+                          self.neuron_folds * self.synapse_folds, self._operand_copies,
+                          self.fetch_register)
 
     @property
     def thresholds_fetch(self) -> bool:
@@ -468,12 +495,14 @@ class MVU(wiring.Component):
     def _elaborate_weight_port(self, m, w_addr, issue, spram):
         """The weight memory and its read port, addressed from ``w_addr`` (or its fetch
         register): ``(read data, layout of the data)``. Weights in logic read from a fetch
-        register are ROMs per group of PEs, each from a copy of the register of its own
-        (``rom_groups``); weights in block RAM that need more than one address register
-        are memories per slice of the word (``weight_address_copies``)."""
-        roms = self.rom_groups
-        if roms > 1:
-            return self._elaborate_weight_roms(m, w_addr, roms)
+        register are ROMs per slice of the word, each from a copy of the register of its
+        own (``rom_slices``); weights in block RAM that need more than one address
+        register are memories per slice of the word (``weight_address_copies``)."""
+        slices = self.rom_slices
+        if len(slices) > 1:
+            words, w_layout = self._weight_words()
+            return self._slice_roms(m, words, slices, self._ram_style, w_addr, "weights",
+                                    "w_addr_fetch"), w_layout
         if self.weight_address_copies:
             return self._elaborate_weight_slices(m, w_addr, issue)
         weights, w_layout = self._weight_memory()
@@ -538,24 +567,16 @@ class MVU(wiring.Component):
             data.append(port.data)
         return Cat(*data), w_layout
 
-    def _elaborate_weight_roms(self, m, w_addr, roms):
-        """The weights in logic as ``roms`` ROMs (``rom_groups``), one per group of PEs,
-        each addressed from its own copy of the fetch register: ``(read data, layout)``."""
-        words, w_layout = self._weight_words()
-        return self._group_roms(m, words, w_layout.size // self._pe, roms, self._ram_style,
-                                w_addr, "weights", "w_addr_fetch"), w_layout
-
-    def _group_roms(self, m, words, pe_bits, roms, ram_style, addr, name, addr_name):
-        """``words`` (packed, ``pe_bits`` per PE, PE 0 lowest) as ``roms`` ROMs, one per
-        group of PEs (``pe_groups``; submodules ``{name}{group}``), each addressed from its
-        own register of ``addr`` (``{addr_name}{group}``): their read data side by side."""
+    def _slice_roms(self, m, words, slices, ram_style, addr, name, addr_name):
+        """``words`` (packed) as a ROM per ``(lowest bit, width)`` of ``slices``
+        (submodules ``{name}{k}``), each addressed from its own register of ``addr``
+        (``{addr_name}{k}``): their read data side by side."""
         data = []
-        for group, pes in enumerate(pe_groups(self._pe, roms)):
-            lo, width = pes.start * pe_bits, len(pes) * pe_bits
+        for k, (lo, width) in enumerate(slices):
             mem = rom(unsigned(width), bit_slice(words, lo, width), ram_style)
-            m.submodules[f"{name}{group}"] = mem
+            m.submodules[f"{name}{k}"] = mem
             port = mem.read_port()
-            m.d.comb += [port.addr.eq(kept_register(m, addr, f"{addr_name}{group}")),
+            m.d.comb += [port.addr.eq(kept_register(m, addr, f"{addr_name}{k}")),
                          port.en.eq(1)]
             data.append(port.data)
         return Cat(*data)
@@ -955,7 +976,8 @@ class MVU(wiring.Component):
             # increment -> 4 LUT levels of ROM -> register, the deepest logic of the
             # design).
             words, layout = table.parallel_words()
-            read = self._group_roms(m, words, layout.size // self._pe, self.threshold_groups,
+            read = self._slice_roms(m, words, group_slices(self._pe, layout.size // self._pe,
+                                                           self.threshold_groups),
                                     self._threshold_ram_style, fold, "thresholds",
                                     "thresholds_addr")
         else:
@@ -1149,9 +1171,10 @@ FEW_WORDS = 16
 
 
 def weight_columns(weights: np.ndarray, w_type: DataType, pe: int, simd: int,
-                   groups: int = 1) -> int | None:
+                   slices: list[tuple[int, int]] | None = None) -> int | None:
     """The distinct bit columns of a shallow weight memory (``FEW_WORDS`` words or fewer)
-    cut into ``groups`` ROMs (``rom_groups``), summed over them; None for a deeper one. In
+    cut into ROMs per ``(lowest bit, width)`` of ``slices`` (``rom_slices``; default one
+    ROM), summed over them; None for a deeper one. In
     LUTs, a column is a function of the address, and synthesis builds each distinct one
     once per ROM (identical LUTs and the identical registers after them are merged):
     TFC-w1a1 --fold auto's 784x64 layer at pe 64, simd 196 has 4 words of 12,544 bits but
@@ -1162,9 +1185,9 @@ def weight_columns(weights: np.ndarray, w_type: DataType, pe: int, simd: int,
         return None
     codes = weight_codes(weights, w_type, pe, simd)
     width = shape_of(w_type).width
-    bits = ((codes[:, :, None] >> np.arange(width)) & 1).reshape(len(codes), pe, -1)
-    return sum(int(np.unique(bits[:, pes].reshape(len(codes), -1), axis=1).shape[1])
-               for pes in pe_groups(pe, groups))
+    bits = ((codes[:, :, None] >> np.arange(width)) & 1).reshape(len(codes), -1)
+    return sum(int(np.unique(bits[:, lo:lo + part], axis=1).shape[1])
+               for lo, part in slices or [(0, bits.shape[1])])
 
 
 def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type: DataType,
@@ -1199,10 +1222,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     operands = pipeline and operand_register(path is Datapath.MAC, family)
     fetch = fetch_register(not (weights_block or weights_spram), operands)
     waits = bank_stages(nf * sf, weight_bank_depth)
-    roms = rom_groups(pe, operand_copies(family), fetch)
+    slices = rom_slices(pe, simd * w_type.bits, nf * sf, operand_copies(family), fetch)
     word_bits = _weight_word_bits(nf * sf, pe * simd * w_type.bits, family=family,
                                   weights_block=weights_block, weights_spram=weights_spram,
-                                  weight_columns=weight_columns and weight_columns(roms))
+                                  weight_columns=weight_columns and weight_columns(slices))
     on_blocks = weights_block or weights_spram
     hop = bool(operands and operand_copies(family)
                and operand_hop(operand_groups(pe, True, on_blocks), on_blocks))
@@ -1234,7 +1257,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     if fetch:
         # The address's copies (one per ROM) and the inputs and tag that wait for it.
         f.add("ff", "fetch", simd * in_type.bits * (2 if nf > 1 else 1)
-              + roms * (nf * sf - 1).bit_length() + 4)
+              + len(slices) * (nf * sf - 1).bit_length() + 4)
     # The inputs and the tag wait for the banks' registers.
     f.add("ff", "bank", waits * (simd * in_type.bits * (2 if nf > 1 else 1) + 4))
     depth = output_depth(latency(sf, register_operands=operands, fetch=fetch, bank_stages=waits,

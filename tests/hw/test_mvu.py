@@ -126,6 +126,11 @@ CASES = {
     "mac-rom-groups": (18, 8, 9, 2, INT4, UINT4, (3, INT2),
                        {"ram_style": RamStyle.DISTRIBUTED, "dsp_budget": 0,
                         "register_operands": True, "register_operand_copies": True}),
+    # Wide PEs: a group's ROM cut further so that no address bit reaches more than
+    # ROM_SLICE_LOADS LUTs (5 PEs of 128 bits, 20 words: 8 ROMs + 2).
+    "xnor-rom-slices": (20, 640, 5, 128, BIPOLAR, BIPOLAR, (1, BIPOLAR),
+                        {"ram_style": RamStyle.DISTRIBUTED, "register_operands": True,
+                         "register_operand_copies": True}),
     # Fused thresholds in logic read from registers of their fold, a ROM per operand
     # group (``threshold_groups``): 10 PEs in 3 groups; with block RAM weights one per PE.
     "xnor-threshold-groups": (20, 12, 10, 4, BIPOLAR, BIPOLAR, (3, UINT2),
@@ -405,6 +410,24 @@ def test_block_weights_address_registers(case, copies):
                                  params.get("weight_bank_depth")) == copies
     text = rtlil.convert(dut)
     assert [f"\\w_addr{k}\n" in text for k in range(1, copies + 2)] == [True] * copies + [False]
+
+
+@pytest.mark.parametrize("case, slices", [
+    ("xnor-rom-slices", [(k, 64) for k in range(0, 640, 64)]),
+    ("xnor-rom-groups", [(0, 16), (16, 16), (32, 8)]),
+    ("xnor-banked", [(0, 4)])])
+def test_weights_in_logic_rom_slices(case, slices):
+    """Weights in logic from the fetch register: a ROM per group of PEs, cut so that each
+    address copy reaches at most ROM_SLICE_LOADS LUTs (a LUT per 16 words and bit),
+    one address register each."""
+    from qloom.hw.mvu import ROM_SLICE_LOADS
+    dut, *_ = build_case(case)
+    assert dut.rom_slices == slices
+    depth = dut.neuron_folds * dut.synapse_folds
+    assert all(width * -(-depth // 16) <= ROM_SLICE_LOADS for _, width in slices)
+    text = rtlil.convert(dut)
+    roms = len(slices) if len(slices) > 1 else 0
+    assert [f"\\w_addr_fetch{k}\n" in text for k in range(roms + 1)] == [True] * roms + [False]
 
 
 def test_weight_columns_of_a_shallow_memory():

@@ -220,9 +220,9 @@ def test_mvu_operand_copies_stay_apart(tmp_path, ram_style, groups):
         pe=8, word_bits=16, buffered=True, buffer_copies=True, weights_block=block)
 
 
-def test_mvu_rom_groups_share_columns_within_a_group(tmp_path):
+def test_mvu_rom_slices_share_columns_within_a_group(tmp_path):
     """Weights in logic read from a fetch register are a ROM per group of 4 PEs
-    (``rom_groups``): synthesis shares a bit column among a group's PEs only, and the
+    (``rom_slices``): synthesis shares a bit column among a group's PEs only, and the
     register after the ROMs has as many bits as ``weight_columns`` counts for the groups.
     All 8 PEs have the same weights: one ROM would share every column among all 8. No
     lane has one weight in all 3 words (a constant column, which needs no register)."""
@@ -236,7 +236,7 @@ def test_mvu_rom_groups_share_columns_within_a_group(tmp_path):
     dut = MVU(weights=weights, w_type=BIPOLAR, in_type=BIPOLAR, pe=8, simd=16,
               ram_style=RamStyle.DISTRIBUTED, register_operands=True,
               register_operand_copies=True)
-    assert dut.rom_groups == 2
+    assert dut.rom_slices == [(0, 64), (64, 64)]
     synthesize(dut, family="ecp5", build_dir=tmp_path, progress=False)
     netlist = json.loads((tmp_path / "top.json").read_text())
     register = addresses = None
@@ -245,7 +245,7 @@ def test_mvu_rom_groups_share_columns_within_a_group(tmp_path):
         register = nets.get("operand0_0", register)
         addresses = [nets[f"w_addr_fetch{k}"] for k in range(2)
                      if f"w_addr_fetch{k}" in nets] or addresses
-    columns = weight_columns(weights, BIPOLAR, 8, 16, groups=2)
+    columns = weight_columns(weights, BIPOLAR, 8, 16, slices=dut.rom_slices)
     assert columns == 2 * weight_columns(weights, BIPOLAR, 8, 16) < 8 * 16
     assert len(set(register)) == columns
     assert len(addresses) == 2 and set(addresses[0]).isdisjoint(addresses[1])
