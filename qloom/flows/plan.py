@@ -4,7 +4,8 @@ Three ways, in order of precedence: a fold file (per layer, checked), a target f
 at a clock (each engine gets the cheapest folding that meets the cycle budget), or the
 balanced default (the bottleneck engine gets about ``DEFAULT_LANES`` synapses per cycle and
 every other engine is folded to keep pace with it). ``fit_to_budget`` finds the fastest
-balanced folding whose estimate fits a board.
+balanced folding whose estimate fits a board, leaving block RAM room where it can
+(``spare_block_ram``).
 """
 
 from __future__ import annotations
@@ -240,7 +241,8 @@ def plan_from_file(engines, spec: dict, options: BuildOptions, fallback: Plan) -
 def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
                   options: BuildOptions, accept: Callable[[Plan], bool] | None = None,
                   overhead: Callable[[Plan], Resources] | None = None) -> Plan:
-    """The fastest balanced plan whose estimated resources, with ``overhead`` (what a plan
+    """The fastest balanced plan (its weight memories moved out of block RAM as
+    ``spare_block_ram`` does) whose estimated resources, with ``overhead`` (what a plan
     needs beside its engines: the board's host link), ``fits`` accepts, and ``accept`` too
     when given (a check on the whole plan, e.g. the SPRAMs its weights take); ``budget``
     is only quoted when none does."""
