@@ -323,7 +323,8 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
         platform.prepare(top, name=NAME, **options).extract(tmp)
         if not b.family.open_flow:
             return _Staged(tmp, _vendor_project(out, tmp, b, top, need))
-        stat, pnr, bitstream = _open_flow(tmp, b, platform)
+        stat, pnr, bitstream = _open_flow(tmp, b, platform,
+                                          [layer["name"] for layer in manifest.get("layers", [])])
         result = _board_result(out, b, top, need, stat, pnr, bitstream)
         (tmp / "report.json").write_text(json.dumps(result, indent=1))
     except ToolError as e:     # keep the logs of a failed build, apart from a good one
@@ -348,9 +349,9 @@ def _vendor_project(out: Path, tmp: Path, b, top, need) -> BuildResult:
     return BuildResult(out / "build", result, None)
 
 
-def _open_flow(tmp: Path, b, platform) -> tuple[dict, dict, Path]:
-    """Yosys, nextpnr and the bitstream packer in ``tmp``: Yosys' cell counts, nextpnr's
-    report and the bitstream's path."""
+def _open_flow(tmp: Path, b, platform, engines: list[str]) -> tuple[dict, dict, Path]:
+    """Yosys, nextpnr and the bitstream packer in ``tmp`` (``engines``: the accelerator's,
+    in stream order): Yosys' cell counts, nextpnr's report and the bitstream's path."""
     family = b.family.value
     synth.run_yosys(tmp / f"{NAME}.ys", tmp, tmp / f"{NAME}.yosys.log",
                     step=f"yosys synth_{family}")
@@ -361,7 +362,8 @@ def _open_flow(tmp: Path, b, platform) -> tuple[dict, dict, Path]:
                       constraints=tmp / f"{NAME}.{'pcf' if family == 'ice40' else 'lpf'}",
                       log=tmp / f"{NAME}.nextpnr.log", output=routed,
                       speed=getattr(platform, "speed", 6),
-                      router=synth.router_for(family, stat["dsp"], b.device, stat["lut"]))
+                      router=synth.router_for(family, stat["dsp"], b.device, stat["lut"]),
+                      engines=engines)
     bitstream = tmp / f"{NAME}.{b.bitstream_ext}"
     if family == "ice40":
         synth.run_tool("icepack", ["yowasp-icepack", routed.name, bitstream.name], tmp,

@@ -26,6 +26,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import ToolError
+from .ecp5_bram_place import place_brams
 from .ecp5_dsp_place import place_dsps
 from .ecp5_outreg import absorb_output_registers
 
@@ -314,23 +315,30 @@ def classic_lut_mapping(script: str) -> str:
 def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: str,
                 constraints: Path | None, clock_mhz: float | None, report: Path,
                 log: Path, output: Path | None = None, speed: str | int = 6,
-                quiet: bool = False, router: str | None = None) -> float:
+                quiet: bool = False, router: str | None = None,
+                engines: list[str] | None = None) -> float:
     """Place and route ``netlist`` (Yosys JSON); ``output`` is the .asc (iCE40) or
     .config (ECP5) for the bitstream packer; ``router`` picks nextpnr's router (None: its
     default). On the ECP5, block RAM reads registered in the fabric take the block's own
     output register first (:mod:`qloom.flows.ecp5_outreg`; nextpnr reads
     ``<netlist>.outreg.json``), and on the 85F die a design using more than a row of DSP
-    blocks has them placed in lane order (:mod:`qloom.flows.ecp5_dsp_place`)."""
+    blocks has them placed in lane order (:mod:`qloom.flows.ecp5_dsp_place`), one using
+    more than a row of block RAMs its ``engines``' blocks (the accelerator's, in stream
+    order) engine by engine (:mod:`qloom.flows.ecp5_bram_place`)."""
     if family == "ecp5":
         moved = Path(netlist).with_suffix(".outreg.json")
         ports = absorb_output_registers(netlist, moved)
         blocks = place_dsps(moved, moved, device)
+        brams = place_brams(moved, moved, device, engines) if engines else 0
         if not quiet:
             print(f"[qloom] ECP5 block RAM output registers: {ports} read port(s) use the "
                   f"block's own (DP16KD OUTREG)", flush=True)
             if blocks:
                 print(f"[qloom] ECP5 DSP blocks: {blocks} placed in lane order "
                       f"(qloom.flows.ecp5_dsp_place)", flush=True)
+            if brams:
+                print(f"[qloom] ECP5 block RAMs: {brams} placed engine by engine "
+                      f"(qloom.flows.ecp5_bram_place)", flush=True)
         netlist = moved
     if not quiet:
         _print_logic_depth(Path(netlist))
