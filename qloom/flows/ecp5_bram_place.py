@@ -23,10 +23,10 @@ blocks).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from .ecp5_dsp_place import DIES_85F, _GROUP_COLUMNS, _natural
+from .ecp5_dsp_place import (DIES_85F, _GROUP_COLUMNS, _natural, fix_sites, rewrite_netlist,
+                             snake_sites)
 
 __all__ = ["EBR_SITES_85F", "bram_sites", "engine_rank", "place_brams",
            "place_brams_in_netlist"]
@@ -40,11 +40,7 @@ _ENGINES = "core.accelerator.accelerator."
 
 def bram_sites(rows=_ROWS_85F, groups=_GROUP_COLUMNS) -> list[str]:
     """The DP16KD sites in placement order: row by row, alternating direction."""
-    sites = []
-    for k, y in enumerate(rows):
-        row = [f"X{x + dx}/Y{y}/EBR{index}" for x in groups for dx, index in _SLOTS]
-        sites += row if k % 2 == 0 else row[::-1]
-    return sites
+    return snake_sites(rows, groups, _SLOTS, "X{x}/Y{y}/EBR{index}")
 
 
 EBR_SITES_85F = bram_sites()
@@ -69,32 +65,20 @@ def engine_rank(cell: str, engines: list[str]) -> int | None:
 def place_brams_in_netlist(netlist: dict, engines: list[str],
                            sites: list[str] = EBR_SITES_85F, more_than: int = 52) -> int:
     """Give every ``DP16KD`` of an engine in ``engines`` (stream order) without a ``BEL``
-    a site of ``sites``, engine by engine and in natural name order within one, when the
-    design has more than ``more_than`` blocks; returns how many were placed. Raises
-    ValueError when there are more blocks than sites."""
-    cells = [(module, name) for module in netlist.get("modules", {}).values()
-             for name, cell in module.get("cells", {}).items()
-             if cell.get("type") == "DP16KD"]
-    if len(cells) <= more_than:
-        return 0
-    if len(cells) > len(sites):
-        raise ValueError(f"{len(cells)} DP16KD blocks, but the device has {len(sites)}")
-    taken = {module["cells"][name].get("attributes", {}).get("BEL") for module, name in cells}
-    free = iter(site for site in sites if site not in taken)
-    # Per engine the edge feeding it first, then its nodes; in natural name order.
-    ranked = [((rank, "_to_" not in name[len(_ENGINES):].split(".")[0], _natural(name)),
-               module, name) for module, name in cells
-              if "BEL" not in module["cells"][name].get("attributes", {})
-              and (rank := engine_rank(name, engines)) is not None]
-    for _, module, name in sorted(ranked, key=lambda c: c[0]):
-        module["cells"][name].setdefault("attributes", {})["BEL"] = next(free)
-    return len(ranked)
+    a site of ``sites``, engine by engine (the edge feeding it first, then its nodes) and
+    in natural name order within one, when the design has more than ``more_than`` blocks;
+    returns how many were placed. Raises ValueError when there are more blocks than
+    sites."""
+    def key(name):
+        rank = engine_rank(name, engines)
+        if rank is None:
+            return None
+        return rank, "_to_" not in name[len(_ENGINES):].split(".")[0], _natural(name)
+    return fix_sites(netlist, "DP16KD", sites, more_than, key)
 
 
 def place_brams(src: Path, dst: Path, device: str, engines: list[str]) -> int:
     """Read Yosys' JSON netlist ``src``, place its engines' block RAMs when ``device`` is
     on the 85F die, write ``dst``; returns the blocks placed."""
-    netlist = json.loads(Path(src).read_text())
-    placed = place_brams_in_netlist(netlist, engines) if device in DIES_85F else 0
-    Path(dst).write_text(json.dumps(netlist))
-    return placed
+    return rewrite_netlist(src, dst, lambda netlist: place_brams_in_netlist(netlist, engines)
+                           if device in DIES_85F else 0)
