@@ -26,9 +26,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..errors import ToolError
-from .ecp5_bram_place import place_brams
-from .ecp5_dsp_place import place_dsps
-from .ecp5_outreg import absorb_output_registers
+from .ecp5_bram_place import place_brams_in_netlist
+from .ecp5_dsp_place import DIES_85F, place_dsps_in_netlist
+from .ecp5_outreg import absorb_in_netlist
 
 __all__ = ["FAMILIES", "SynthReport", "Harness", "synthesize", "run_tool", "run_yosys",
            "board_synth_opts", "router_for", "run_nextpnr", "read_stat", "read_nextpnr_report",
@@ -325,11 +325,16 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
     blocks has them placed in lane order (:mod:`qloom.flows.ecp5_dsp_place`), one using
     more than a row of block RAMs its ``engines``' blocks (the accelerator's, in stream
     order) engine by engine (:mod:`qloom.flows.ecp5_bram_place`)."""
+    parsed = None
     if family == "ecp5":
+        # The passes on one reading of the netlist (it is over 100 MB for CNV-w1a1).
         moved = Path(netlist).with_suffix(".outreg.json")
-        ports = absorb_output_registers(netlist, moved)
-        blocks = place_dsps(moved, moved, device)
-        brams = place_brams(moved, moved, device, engines) if engines else 0
+        parsed = json.loads(Path(netlist).read_text())
+        ports = absorb_in_netlist(parsed)
+        on_85f = device in DIES_85F
+        blocks = place_dsps_in_netlist(parsed) if on_85f else 0
+        brams = place_brams_in_netlist(parsed, engines) if on_85f and engines else 0
+        moved.write_text(json.dumps(parsed))
         if not quiet:
             print(f"[qloom] ECP5 block RAM output registers: {ports} read port(s) use the "
                   f"block's own (DP16KD OUTREG)", flush=True)
@@ -341,7 +346,7 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
                       f"(qloom.flows.ecp5_bram_place)", flush=True)
         netlist = moved
     if not quiet:
-        _print_logic_depth(Path(netlist))
+        _print_logic_depth(Path(netlist), parsed)
     argv = [f"yowasp-nextpnr-{family}", *nextpnr_device_args(family, device, package, speed),
             "--json", _rel(netlist, cwd), "--report", _rel(report, cwd), "--log", _rel(log, cwd),
             "--timing-allow-fail"]
@@ -362,13 +367,14 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
                     quiet=quiet)
 
 
-def _print_logic_depth(netlist: Path, top: int = 20):
-    """Before routing: the deepest logic of ``netlist`` and its widest register fan-out on
-    a line each, the ``top`` of both in ``<name>.logic_depth.txt`` beside it (see
-    :mod:`qloom.flows.logic_depth`)."""
+def _print_logic_depth(netlist: Path, parsed: dict | None = None, top: int = 20):
+    """Before routing: the deepest logic of ``netlist`` (``parsed``: its JSON, when already
+    read) and its widest register fan-out on a line each, the ``top`` of both in
+    ``<name>.logic_depth.txt`` beside it (see :mod:`qloom.flows.logic_depth`)."""
     from .logic_depth import deepest_paths, widest_fanouts
     netlist = Path(netlist)
-    parsed = json.loads(netlist.read_text())
+    if parsed is None:
+        parsed = json.loads(netlist.read_text())
     paths = deepest_paths(parsed, top=top)
     fanouts = widest_fanouts(parsed, top=top)
     if not paths and not fanouts:

@@ -1196,7 +1196,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
              buffer_block: bool, family, weights_spram: bool = False,
              threshold_bits: int | None = None,
              weight_bank_depth: int | None = None,
-             weight_columns: Callable[[int], int | None] | None = None) -> Features:
+             weight_columns: Callable[[list], int | None] | None = None) -> Features:
     """The MVU's resources as :class:`qloom.hw.estimate.Features`, from the parameters it
     is built from: ``thresholds`` fused thresholds per channel of ``out_bits``-bit
     outputs (0: none), ``dsps`` lanes on DSP blocks (``dsp_blocks``: ECP5 MULT18X18D
@@ -1205,7 +1205,7 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     the weights in SPRAMs, whose address and select muxes are the logic they add;
     ``threshold_bits``: the thresholds' bits per lane, ``threshold_lane_bits``, when the
     values are known, else ``thresholds * acc_bits``; ``weight_columns``: the distinct
-    bit columns of a shallow weight memory in a given number of ROMs,
+    bit columns of a shallow weight memory cut into given ROM slices (``rom_slices``),
     :func:`weight_columns` of the layer's weights)."""
     path = select_datapath(w_type, in_type)
     f = Features("mvu_" + {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub",
@@ -1227,17 +1227,10 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
                                   weights_block=weights_block, weights_spram=weights_spram,
                                   weight_columns=weight_columns and weight_columns(slices))
     on_blocks = weights_block or weights_spram
-    hop = bool(operands and operand_copies(family)
-               and operand_hop(operand_groups(pe, True, on_blocks), on_blocks))
-    if operands:
-        # The weights (a one-word memory's are constants: see memory_cost; twice with
-        # ``operand_hop``) and the input word's copies; with later neuron folds also the
-        # buffer's (chosen after them).
-        f.add("ff", "operands", (word_bits if nf * sf > 1 else 1) * (1 + hop)
-              + operand_copy_registers(pe=pe, word_bits=simd * in_type.bits,
-                                       buffered=nf > 1, buffer_copies=not buffer_block,
-                                       copies=operand_copies(family),
-                                       weights_block=on_blocks, waits=fetch + waits))
+    hop = _operands_estimate(f, pe=pe, simd=simd, in_type=in_type, nf=nf, sf=sf,
+                             word_bits=word_bits, operands=operands, family=family,
+                             on_blocks=on_blocks, buffer_block=buffer_block,
+                             waits=fetch + waits)
     f.add("lut", "accumulator", pe * (acc_bits + 2))
     f.add("ff", "accumulator", pe * acc_bits * (2 if pipeline else 1)
           + tag_copy_registers(pe, acc_bits, chained=pipeline))
@@ -1272,6 +1265,23 @@ def estimate(*, mh: int, mw: int, pe: int, simd: int, w_type: DataType, in_type:
     f.add("ff", "credit", 2 * depth.bit_length())
     f.add("lut", "credit", 2 * depth.bit_length() + 4)
     return f
+
+
+def _operands_estimate(f: Features, *, pe, simd, in_type, nf, sf, word_bits, operands, family,
+                       on_blocks, buffer_block, waits) -> bool:
+    """The operand registers (with ``operands``): the weights (a one-word memory's are
+    constants: see memory_cost; twice with ``operand_hop``) and the input word's copies;
+    with later neuron folds also the buffer's (chosen after them). Whether the input word
+    takes two hops (``operand_hop``)."""
+    hop = bool(operands and operand_copies(family)
+               and operand_hop(operand_groups(pe, True, on_blocks), on_blocks))
+    if operands:
+        f.add("ff", "operands", (word_bits if nf * sf > 1 else 1) * (1 + hop)
+              + operand_copy_registers(pe=pe, word_bits=simd * in_type.bits,
+                                       buffered=nf > 1, buffer_copies=not buffer_block,
+                                       copies=operand_copies(family),
+                                       weights_block=on_blocks, waits=waits))
+    return hop
 
 
 def _thresholds_estimate(f: Features, *, mh, pe, nf, sf, thresholds, acc_bits, out_bits,

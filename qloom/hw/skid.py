@@ -11,7 +11,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["SkidBuffer", "GROUP_BITS", "flag_groups"]
+__all__ = ["SkidBuffer", "GROUP_BITS", "flag_groups", "flag_slices"]
 
 # Payload bits steered by one copy of the flags (see SkidBuffer.elaborate).
 GROUP_BITS = 32
@@ -20,6 +20,12 @@ GROUP_BITS = 32
 def flag_groups(width: int) -> int:
     """How many copies of its two flags a skid buffer of ``width`` payload bits has."""
     return max(1, -(-width // GROUP_BITS))
+
+
+def flag_slices(width: int) -> list[slice]:
+    """The bits of a ``width``-bit word that each copy of a flag steers: ``flag_groups``
+    slices of ``GROUP_BITS`` bits, the last one shorter."""
+    return [slice(lo, min(width, lo + GROUP_BITS)) for lo in range(0, width, GROUP_BITS)]
 
 
 def skid_cost(width: int) -> tuple[int, int]:
@@ -54,8 +60,7 @@ class SkidBuffer(wiring.Component):
                                   for g in range(1, groups)]
         # Every combinational output is a whole assignment from a register.
         m.d.comb += [self.i.ready.eq(~spare_valid[0]), self.o.payload.eq(payload)]
-        for g in range(groups):
-            bits = slice(g * GROUP_BITS, min(width, (g + 1) * GROUP_BITS))
+        for g, bits in enumerate(flag_slices(width)):
             move = self.o.ready | ~valid[g]
             take = self.i.valid & ~spare_valid[g]
             # The reset-less words as whole-signal assignments: under `If` they would

@@ -30,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType
 from .estimate import Features
-from .skid import GROUP_BITS
+from .skid import flag_groups, flag_slices
 from .types import shape_of
 from .weight_mem import read_register
 
@@ -271,8 +271,7 @@ class SlidingWindow(wiring.Component):
         # The flag choosing the pad code, copied per GROUP_BITS bits of the word and kept
         # apart (as a skid buffer's flags): a wide word's bits go to consumers far apart.
         parts = []
-        for k, bit in enumerate(range(0, len(data2), GROUP_BITS)):
-            bits = slice(bit, min(len(data2), bit + GROUP_BITS))
+        for k, bits in enumerate(flag_slices(len(data2))):
             pad2 = Signal(name=f"pad2_{k}", attrs={"keep": 1} if k else {})
             with m.If(advance):
                 m.d.sync += pad2.eq(pad1)
@@ -551,6 +550,6 @@ def estimate(*, in_h: int, in_w: int, channels: int, kernel: tuple, stride: tupl
     f.add_memory("buffer", auto_ram_cost(rows * in_w * channels // simd, simd * bits, family))
     # The read word twice (the memory's register and the one after it) with the pad flag
     # per GROUP_BITS bits, the candidate's address, row and release count.
-    f.add("ff", "output", 2 * simd * bits + -(-simd * bits // GROUP_BITS))
+    f.add("ff", "output", 2 * simd * bits + flag_groups(simd * bits))
     f.add("ff", "candidate", (rows * in_w * channels // simd).bit_length() + 2 * 8)
     return f

@@ -24,7 +24,7 @@ from amaranth.hdl import (Cat, Elaboratable, Module, Mux, Shape, ShapeCastable, 
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-from .skid import GROUP_BITS
+from .skid import flag_groups, flag_slices
 
 __all__ = ["RamStyle", "pack_words", "pack_layout", "rom", "read_register", "BankedRom",
            "banks", "banked_latency", "word_slices", "address_groups", "SLICE_BITS",
@@ -183,8 +183,7 @@ class BankedRom(Elaboratable):
         # the word, kept apart ("keep"): the banks sit in block RAM rows all over the die,
         # and one select register steering every bank's mux (CNV-w1a1's Conv_5: one bit
         # read by 832 LUTs) was a route across it.
-        slices = [slice(b, min(self._width, b + GROUP_BITS))
-                  for b in range(0, self._width, GROUP_BITS)]
+        slices = flag_slices(self._width)
         select = read_register(m, self.addr[low:], self.en, "bank_select0")
 
         def chosen(options, select, name):
@@ -215,7 +214,7 @@ class BankedRom(Elaboratable):
     def select_registers(banks: int, width: int) -> int:
         """Flip-flops of the bank select registers and their copies (``elaborate``)."""
         bits = (banks - 1).bit_length()
-        slices = -(-width // GROUP_BITS)
+        slices = flag_groups(width)
         if banks <= BankedRom.GROUP:
             return bits + slices * bits
         in_group = (BankedRom.GROUP - 1).bit_length()
