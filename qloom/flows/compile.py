@@ -27,7 +27,7 @@ from .cost import Family, Resources
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
 from .plan import (Plan, fifo_plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file,
-                   read_fold_file, slice_edges)
+                   read_fold_file, slice_edges, wire_edges)
 from .html_report import write_report_html
 from .report import render_report_md
 
@@ -198,6 +198,7 @@ def step_build(state, cfg):
                                out_words=math.ceil(out_elems / out_lanes),
                                edge_elements=buffers,
                                slices=slice_edges(state.engines, plan.folds),
+                               wires=wire_edges(state.engines, plan.folds),
                                family=state.options.family)
     return state
 

@@ -137,14 +137,25 @@ def slice_edges(engines, folds) -> set:
             and x.src_lanes == x.dst_lanes}
 
 
+def wire_edges(engines, folds) -> set:
+    """The slice edges (``slice_edges``) at the accelerator's ports whose engine has
+    registered ports (``Engine.registered_ports``): a plain connection, no register."""
+    slices = slice_edges(engines, folds)
+    return {x.key for x in _edges(engines, folds) if x.key in slices
+            and (x.producer is None or x.reader is None)
+            and (x.producer or x.reader).registered_ports}
+
+
 def edge_features(engines, folds, options) -> dict:
     """The edges' estimate features (``qloom.hw.top.estimate_edge``) charged to the
     engine they feed: every edge between engines, the top-level input's, the output's
     (charged to the engine writing it) and those between an engine's own nodes
     (``Engine.inner_edges``)."""
     parts = {e.name: [] for e in engines}
-    slices = slice_edges(engines, folds)
+    slices, wires = slice_edges(engines, folds), wire_edges(engines, folds)
     for x in _edges(engines, folds):
+        if x.key in wires:
+            continue
         if x.reader is None:
             if x.producer.out_bits is None:
                 continue

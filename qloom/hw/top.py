@@ -137,19 +137,28 @@ class AcceleratorTop(wiring.Component):
     slices : edges ``(tensor, reader)`` (reader ``"output"``: the top's output) built as
         one skid buffer and no FIFO, where an end buffers for itself
         (``qloom.flows.plan.slice_edges``); they carry no elements and convert no width.
+    wires : slice edges at the top's ports built as a plain connection, where the engine's
+        ports are registered (``qloom.flows.plan.wire_edges``).
     family : the FPGA family (a ``qloom.hw.estimate.Family``) the FIFOs are built for
         (``fifo_registered_read``); None: for none in particular.
     """
 
     def __init__(self, *, nodes, input: str, output: str, in_lanes: int, out_lanes: int,
-                 in_words: int, out_words: int, edge_elements=None, slices=(), family=None):
+                 in_words: int, out_words: int, edge_elements=None, slices=(), wires=(),
+                 family=None):
         self.nodes = list(nodes)
         if not self.nodes:
             raise ValueError("an accelerator needs at least one engine")
         self.input, self.output = input, output
         self.in_words, self.out_words = in_words, out_words
         self.edge_elements = dict(edge_elements or {})
-        self.slices = frozenset(slices)
+        self.slices, self.wires = frozenset(slices), frozenset(wires)
+        if not self.wires <= self.slices:
+            raise ValueError(f"edges {sorted(self.wires - self.slices)} are wires but not "
+                             f"slices")
+        inner = [e for e in self.wires if e[0] != input and e[1] != "output"]
+        if inner:
+            raise ValueError(f"edges {sorted(inner)} are wires but not at the top's ports")
         buffered = [e for e in self.slices if self.edge_elements.get(e, 0)]
         if buffered:
             raise ValueError(f"edges {sorted(buffered)} buffer elements, so they need a FIFO")
@@ -190,13 +199,16 @@ class AcceleratorTop(wiring.Component):
                 consumers.setdefault(tensor, []).append((node, port))
         return consumers
 
-    def _edge(self, m, name, src, dst_layout, elements, fifo=True):
+    def _edge(self, m, name, src, dst_layout, elements, fifo=True, wire=False):
         """A FIFO holding at least ``elements`` elements plus width conversion, from stream
         ``src`` to a stream of ``dst_layout``; returns the final stream (an interface to
         connect to the consumer). The FIFO sits on the wider side, so that what it holds
-        reaches the consumer at one word per cycle. Without ``fifo``: one skid buffer."""
+        reaches the consumer at one word per cycle. Without ``fifo``: one skid buffer;
+        a ``wire``: ``src`` itself."""
         src_layout = _array(src)
         a, b = src_layout.length, dst_layout.length
+        if wire:
+            return src
 
         def skid(stream_in, layout, suffix):
             unit = SkidBuffer(shape=layout)
@@ -281,13 +293,14 @@ class AcceleratorTop(wiring.Component):
             for (reader, port), tap in zip(readers, taps):
                 key = (tensor, "output" if port is None else reader.reader)
                 elements = self.edge_elements.get(key, 0)
-                fifo = key not in self.slices
+                fifo, wire = key not in self.slices, key in self.wires
                 if port is None:
                     self._output(m, self._edge(m, f"{tensor}_to_out", tap,
-                                               self.out_layout["data"].shape, elements, fifo))
+                                               self.out_layout["data"].shape, elements, fifo,
+                                               wire))
                 else:
                     edge = self._edge(m, f"{tensor}_to_{reader.name}", tap, _array(port),
-                                      elements, fifo)
+                                      elements, fifo, wire)
                     wiring.connect(m, edge, port)
         return m
 

@@ -259,8 +259,11 @@ class UnrolledDesign:
             if node.op == "input":
                 end[n], stage[n] = 0, 0
                 continue
-            start = max(((stage[t.node] + 1) * per if t.node in broadcast else end[t.node]
-                         for t in node.operands if t.node in end), default=0)
+            # Inputs and broadcast values are read from registers: the chain's input port
+            # then goes into registers only (``UnrolledEngine.registered_ports``).
+            start = max(((stage[t.node] + 1) * per
+                         if t.node in broadcast or g.nodes[t.node].op == "input"
+                         else end[t.node] for t in node.operands if t.node in end), default=0)
             levels = 1 if node.op == "add" else node.info.levels
             if start // per != (start + levels - 1) // per:
                 start = -(-start // per) * per          # start on the next stage

@@ -132,6 +132,11 @@ class Engine(abc.ABC):
     # its own results, so that it never stalls for its output: an edge with nothing to
     # buffer from or to it is then one register slice and no FIFO (``plan.slice_edges``).
     buffers_itself = False
+    # Whether its ports are registered: its input goes into registers with no logic before
+    # them, its ready is a register, and its output's valid and payload come from registers
+    # through one select. At the accelerator's ports such an engine needs no register slice
+    # of its own (``plan.wire_edges``).
+    registered_ports = False
 
     def buffered_elements(self) -> int:
         """Input elements the FIFO in front of this engine must hold beyond a skid

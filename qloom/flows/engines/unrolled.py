@@ -45,6 +45,7 @@ class UnrolledEngine(Engine):
     kind = "unrolled"
     fold_keys = ("pe", "simd")
     buffers_itself = True      # credits for its output FIFO (qloom.hw.unrolled)
+    registered_ports = True    # its inputs are read from registers only (qloom.hw.unrolled)
 
     def __init__(self, stages, vectors: int, inputs: tuple[str, ...] | None = None):
         self.stages, self.vectors = list(stages), vectors
