@@ -134,8 +134,8 @@ class Engine(abc.ABC):
     buffers_itself = False
     # Whether its ports are registered: its input goes into registers with no logic before
     # them, its ready is a register, and its output's valid and payload come from registers
-    # through one select. At the accelerator's ports such an engine needs no register slice
-    # of its own (``plan.wire_edges``).
+    # through a LUT or two (the unrolled chain's FIFO bypass). At the accelerator's ports
+    # such an engine needs no register slice of its own (``plan.wire_edges``).
     registered_ports = False
 
     def buffered_elements(self) -> int:
