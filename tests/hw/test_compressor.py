@@ -139,18 +139,28 @@ def test_chains_in_the_rtlil_are_the_estimates():
     assert max(op.positions for op in chains) <= compressor.CHAIN_POSITIONS
 
 
-def test_under_one_chain_position_per_synapse():
-    """A 64x64 binary layer: tables shared by pattern (at most 8 per group of three),
-    carry-chain positions under 0.9 per synapse, no chain narrower than a full cell."""
-    rng = np.random.default_rng(4)
-    d = UnrolledDesign([_binary_layer(rng, 64, 64, post=False)], 4)
-    g = d.graph
-    infos = [g.nodes[n].info for n in d.stage if g.nodes[n].op == "extern"]
-    tables = [i for i in infos if type(i).__name__ == "_TableOp"]
-    chains = [i for i in infos if isinstance(i, _ChainOp)]
+def test_under_one_chain_position_per_synapse(monkeypatch):
+    """A 64x64 binary layer: carry-chain positions under 0.9 per synapse with every input
+    counted (tables shared by pattern, at most 8 per group of three), under 0.55 in
+    difference form (each neuron counts its smaller sign set, about half the inputs, and
+    subtracts twice that from the popcount of all of them), no chain narrower than a full
+    cell."""
+    def build():
+        d = UnrolledDesign([_binary_layer(np.random.default_rng(4), 64, 64, post=False)], 4)
+        g = d.graph
+        infos = [g.nodes[n].info for n in d.stage if g.nodes[n].op == "extern"]
+        chains = [i for i in infos if isinstance(i, _ChainOp)]
+        assert all(c.positions >= 5 for c in chains[:-1])
+        tables = [i for i in infos if type(i).__name__ == "_TableOp"]
+        return d.counts()["adders"], sum(c.positions for c in chains), tables
+
+    adders, positions, _ = build()
+    assert positions < 0.55 * 64 * 64
+    monkeypatch.setattr(compressor, "DIFFERENCE_MIN", 10**9)
+    plain_adders, plain_positions, tables = build()
     assert len(tables) <= 8 * -(-64 // compressor.GROUP)
-    assert sum(c.positions for c in chains) < 0.9 * 64 * 64
-    assert all(c.positions >= 5 for c in chains[:-1])
+    assert plain_positions < 0.9 * 64 * 64
+    assert adders <= plain_adders + 64             # P - 2Q or 2Q - P, one per neuron
 
 
 @pytest.mark.parametrize("shape", [unsigned(3), unsigned(7), signed(6), unsigned(10)])
