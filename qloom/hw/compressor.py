@@ -319,20 +319,21 @@ def popcount_terms(g: AdderGraph, codes: list, u: np.ndarray):
     raw = used[len(used) - n_raw:]
     groups = [tuple(table_inputs[k:k + GROUP]) for k in range(0, len(table_inputs), GROUP)]
     b = _Builder(g, codes)
-    # Per neuron: the bits its popcount counts and which of them inverted; a neuron in
-    # difference form (see the module documentation) counts its smaller sign set, plain.
+    # Per neuron: which bits its popcount inverts and which it counts. A neuron in
+    # difference form (see the module documentation) counts its smaller sign set, none
+    # inverted; ``difference[h]`` says whether that set is its negative weights.
     positive = nonzero & ~negative
-    plain = np.zeros(mw, dtype=bool)
-    rows, counted = [], {}
+    none = np.zeros(mw, dtype=bool)
+    rows, difference = [], {}
     for h in range(mh):
         small = min(negative[h].sum(), positive[h].sum())
         if len(used) >= DIFFERENCE_MIN and small and not np.any(read & ~nonzero[h]):
-            counted[h] = bool(negative[h].sum() == small)     # the negative ones
-            rows.append((plain, negative[h] if counted[h] else positive[h]))
+            difference[h] = bool(negative[h].sum() == small)
+            rows.append((none, negative[h] if difference[h] else positive[h]))
         else:
             rows.append((negative[h], nonzero[h]))
-    if counted:
-        rows.append((plain, read))              # the popcount of all inputs, once
+    if difference:
+        rows.append((none, read))               # P: the popcount of all inputs, once
     work = [b.leaves(groups, raw, *row) for row in rows]
     results = [None] * len(rows)
     rounds = 0
@@ -372,9 +373,9 @@ def popcount_terms(g: AdderGraph, codes: list, u: np.ndarray):
     terms = []
     for h in range(mh):
         t, offset = results[h], -int(m[h]) * int(negative[h].sum())
-        if h in counted:
+        if h in difference:
             everything, twice = results[mh], results[h].shifted(1)
-            if counted[h]:                      # P - 2 Q
+            if difference[h]:                   # P - 2 Q
                 t = g.add(everything, -twice, negative_ok=False)
             else:                               # 2 Q - P
                 t = g.add(twice, -everything, negative_ok=False)
