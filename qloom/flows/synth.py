@@ -4,9 +4,10 @@ JSON reports read back into a ``SynthReport``.
 ``synthesize`` takes an Amaranth design (an ``Elaboratable``; a ``wiring.Component`` is
 wrapped in an I/O harness so that place-and-route fits any port width) or Verilog files, runs
 Yosys (``stat -json``) and optionally nextpnr (``--report``), and prints one progress line per
-tool step (and, while a step runs, its log's latest line once a minute when it changed). Board builds call ``run_yosys`` / ``run_nextpnr`` on the files an amaranth-boards
-platform prepared (pin constraints included). A failing tool raises ``ToolError`` with the
-tool's last lines of output.
+tool step (and, while a step runs, its log's latest line once a minute when it changed).
+Board builds call ``run_yosys`` / ``run_nextpnr`` on the files an amaranth-boards platform
+prepared (pin constraints included). A failing tool raises ``ToolError`` with the tool's
+last lines of output.
 """
 
 from __future__ import annotations

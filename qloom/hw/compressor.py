@@ -305,7 +305,8 @@ class _Builder:
 def popcount_terms(g: AdderGraph, codes: list, u: np.ndarray):
     """Terms and offsets ``[(term, offset)]`` per neuron with ``value(term) + offset ==
     sum_j u[h, j] * codes[j]`` for one-bit ``codes`` (Terms of 0/1 nodes), built as shared
-    tables and packed carry chains; None when some neuron's nonzero weights are not all
+    tables and packed carry chains, neurons without zero weights in difference form (a
+    term that may be negative, offset 0); None when some neuron's nonzero weights are not all
     ``±m`` with ``m`` a power of two (the caller then uses general lookup tables)."""
     found = _signed_weights(np.asarray(u, dtype=np.int64))
     if found is None:
