@@ -192,8 +192,8 @@ def run_tool(step: str, argv: list[str], cwd: Path, log: Path, quiet: bool = Fal
                     proc.wait(timeout=PROGRESS_SECONDS)
                     break
                 except subprocess.TimeoutExpired:
-                    line = _last_line(watch or log)
-                    if not quiet and line is not None and line != shown:
+                    line = None if quiet else _last_line(watch or log)
+                    if line is not None and line != shown:
                         minutes = (time.monotonic() - start) / 60
                         print(f"[qloom] {step}: {minutes:.0f} min, {line}", flush=True)
                         shown = line

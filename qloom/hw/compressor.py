@@ -312,7 +312,6 @@ def popcount_terms(g: AdderGraph, codes: list, u: np.ndarray):
     if found is None:
         return None
     m, negative, nonzero = found
-    mh, mw = u.shape
     read = nonzero.any(axis=0)
     used = np.nonzero(read)[0].tolist()
     n_raw = _raw_count(len(used))
@@ -320,27 +319,50 @@ def popcount_terms(g: AdderGraph, codes: list, u: np.ndarray):
     raw = used[len(used) - n_raw:]
     groups = [tuple(table_inputs[k:k + GROUP]) for k in range(0, len(table_inputs), GROUP)]
     b = _Builder(g, codes)
-    # Per neuron: which bits its popcount inverts and which it counts. A neuron in
-    # difference form (see the module documentation) counts its smaller sign set, none
-    # inverted; ``difference[h]`` says whether that set is its negative weights.
+    rows, difference = _rows(negative, nonzero, read, len(used))
+    counts = _reduce(g, b, [b.leaves(groups, raw, *row) for row in rows])
+    terms = []
+    for h in range(len(m)):
+        t, offset = counts[h], -int(m[h]) * int(negative[h].sum())
+        if h in difference:
+            everything, twice = counts[-1], counts[h].shifted(1)
+            if difference[h]:                   # P - 2 Q
+                t = g.add(everything, -twice, negative_ok=False)
+            else:                               # 2 Q - P
+                t = g.add(twice, -everything, negative_ok=False)
+            offset = 0
+        shift = int(m[h]).bit_length() - 1 if m[h] else 0
+        terms.append((t.shifted(shift) if m[h] else g.const(0), offset))
+    return terms
+
+
+def _rows(negative, nonzero, read, n_used: int):
+    """Per neuron the bits its popcount inverts and the bits it counts, and ``difference``:
+    neuron -> whether it counts its negative weights, for the neurons in difference form
+    (see the module documentation: their smaller sign set, none inverted); then, when
+    there are such neurons, a last row for ``P``, the popcount of all inputs."""
     positive = nonzero & ~negative
-    none = np.zeros(mw, dtype=bool)
+    none = np.zeros(len(read), dtype=bool)
     rows, difference = [], {}
-    for h in range(mh):
-        small = min(negative[h].sum(), positive[h].sum())
-        if len(used) >= DIFFERENCE_MIN and small and not np.any(read & ~nonzero[h]):
-            difference[h] = bool(negative[h].sum() == small)
+    for h in range(len(negative)):
+        n_neg, n_pos = int(negative[h].sum()), int(positive[h].sum())
+        if n_used >= DIFFERENCE_MIN and min(n_neg, n_pos) and not np.any(read & ~nonzero[h]):
+            difference[h] = n_neg <= n_pos
             rows.append((none, negative[h] if difference[h] else positive[h]))
         else:
             rows.append((negative[h], nonzero[h]))
     if difference:
-        rows.append((none, read))               # P: the popcount of all inputs, once
-    work = [b.leaves(groups, raw, *row) for row in rows]
-    results = [None] * len(rows)
+        rows.append((none, read))
+    return rows, difference
+
+
+def _reduce(g: AdderGraph, b: _Builder, work: list) -> list:
+    """The popcount term of each row's leaves (``_Builder.leaves``): pairwise sums over
+    rounds, each round packed into carry chains (``_pack``)."""
     rounds = 0
     while True:
         rounds += 1
-        pending = []                            # (neuron, a, b, r) of this round
+        pending = []                            # (row, a, b, r) of this round
         for h, (operands, bits) in enumerate(work):
             if len(operands) + bool(bits) <= 1 and not (operands and bits):
                 continue
@@ -357,33 +379,13 @@ def popcount_terms(g: AdderGraph, codes: list, u: np.ndarray):
                 r = bits.pop(0) if bits and (rounds > 1 or len(bits) > later) else None
                 pending.append((h, operands[k], operands[k + 1], r))
                 k += 2
-            nxt = operands[k:]
-            work[h] = (nxt, bits)
+            work[h] = (operands[k:], bits)
         if not pending:
             break
-        made = _pack(g, b, pending)
-        for h, term_max in made:
+        for h, term_max in _pack(g, b, pending):
             work[h][0].append(term_max)
-    for h, (operands, bits) in enumerate(work):
-        if operands:
-            results[h], _ = operands[0]
-        elif bits:
-            results[h] = bits[0]
-        else:
-            results[h] = g.const(0)
-    terms = []
-    for h in range(mh):
-        t, offset = results[h], -int(m[h]) * int(negative[h].sum())
-        if h in difference:
-            everything, twice = results[mh], results[h].shifted(1)
-            if difference[h]:                   # P - 2 Q
-                t = g.add(everything, -twice, negative_ok=False)
-            else:                               # 2 Q - P
-                t = g.add(twice, -everything, negative_ok=False)
-            offset = 0
-        shift = int(m[h]).bit_length() - 1 if m[h] else 0
-        terms.append((t.shifted(shift) if m[h] else g.const(0), offset))
-    return terms
+    return [operands[0][0] if operands else bits[0] if bits else g.const(0)
+            for operands, bits in work]
 
 
 def _pack(g: AdderGraph, b: _Builder, pending: list) -> list:
