@@ -34,6 +34,17 @@ inverted) input bits, and this module builds popcounts as cheaply as a LUT4 fabr
   estimated at 0.69 LUT4 per synapse instead of 0.99, for one more adder level. Below
   ``DIFFERENCE_MIN`` inputs the subtraction costs about what it saves.
 
+* **Mesh.** A layer with more than ``MESH_MIN`` synapses is built as blocks: columns of
+  ``BLOCK_NEURONS`` neurons by slices of about ``BLOCK_INPUTS`` inputs. A block's tables
+  are shared within it only; each neuron adds its blocks' counts down its column,
+  neighbouring slices first; and each column reads the input lanes from the column before
+  it through a register (a hop: a stage later). So no net crosses the layer: input bits
+  pass from column to column and counts from slice to slice. Fully shared, each neuron
+  read a few hundred values that neurons all over the layer also read (TFC-w1a1's 784x64
+  layer), a crossbar that nextpnr could not route on the ECP5-85F. The mesh costs about a
+  quarter more LUT4s (tables shared by fewer neurons, a count per block) and a stage per
+  column.
+
 The first round of a 64-input neuron adds 0..3 + 0..3 + 1 bit (7 synapses in three chain
 positions), then 0..7 + 0..7 + 1 (15 synapses in four), and so on, so a neuron costs about
 0.9 chain positions (LUT4s) per synapse before sharing. The per-layer choice of how many
@@ -59,6 +70,11 @@ DIFFERENCE_MIN = 16
 # slower than a level of those. Longer chains save little: TFC-w1a1 is estimated at 57.9k
 # LUT4 with chains of 16 positions, 56.4k with 24, 56.3k with 32.
 CHAIN_POSITIONS = 24
+# A layer with more synapses than this is built as a mesh of blocks of about
+# BLOCK_NEURONS neurons by BLOCK_INPUTS inputs (see the module documentation).
+MESH_MIN = 16384
+BLOCK_NEURONS = 8
+BLOCK_INPUTS = 96
 
 
 def chain_luts(positions: int) -> int:
@@ -153,6 +169,20 @@ class _BitOp:
 
     def build(self, b) -> Value:
         return Value.cast(b).as_unsigned()[0]
+
+
+class _HopOp:
+    """Its operand one pipeline stage later: the operand's register, read into a register
+    of its own (the scheduler gives it a stage, ``hop``); a mesh's input lanes pass from
+    column to column through these."""
+
+    levels, luts, hop = 0, 0, True
+
+    def evaluate(self, v):
+        return np.asarray(v)
+
+    def build(self, v) -> Value:
+        return Value.cast(v)
 
 
 class _ChainOp:
@@ -314,13 +344,11 @@ def popcount_terms(g: AdderGraph, codes: list, u: np.ndarray):
     m, negative, nonzero = found
     read = nonzero.any(axis=0)
     used = np.nonzero(read)[0].tolist()
-    n_raw = _raw_count(len(used))
-    table_inputs = used[:len(used) - n_raw]
-    raw = used[len(used) - n_raw:]
-    groups = [tuple(table_inputs[k:k + GROUP]) for k in range(0, len(table_inputs), GROUP)]
-    b = _Builder(g, codes)
     rows, difference = _rows(negative, nonzero, read, len(used))
-    counts = _reduce(g, b, [b.leaves(groups, raw, *row) for row in rows])
+    if len(used) * len(m) > MESH_MIN:
+        counts = _mesh(g, codes, rows, used, len(m))
+    else:
+        counts = _count(g, codes, rows, used)
     terms = []
     for h in range(len(m)):
         t, offset = counts[h], -int(m[h]) * int(negative[h].sum())
@@ -334,6 +362,50 @@ def popcount_terms(g: AdderGraph, codes: list, u: np.ndarray):
         shift = int(m[h]).bit_length() - 1 if m[h] else 0
         terms.append((t.shifted(shift) if m[h] else g.const(0), offset))
     return terms
+
+
+def _count(g: AdderGraph, codes: list, rows: list, used: list) -> list:
+    """The popcount term of each row over the inputs ``used``, its tables shared among
+    the rows."""
+    n_raw = _raw_count(len(used))
+    table_inputs = used[:len(used) - n_raw]
+    raw = used[len(used) - n_raw:]
+    groups = [tuple(table_inputs[k:k + GROUP]) for k in range(0, len(table_inputs), GROUP)]
+    b = _Builder(g, codes)
+    return _reduce(g, b, [b.leaves(groups, raw, *row) for row in rows])
+
+
+def _mesh(g: AdderGraph, codes: list, rows: list, used: list, neurons: int) -> list:
+    """The popcount terms of a large layer as a mesh of blocks (see the module
+    documentation): columns of ``BLOCK_NEURONS`` neurons (the first also counts ``P``, the
+    row after the neurons, when there is one), each reading the inputs one hop after the
+    column before it; slices of about ``BLOCK_INPUTS`` inputs, each column's partial counts
+    added slice after slice."""
+    columns = [list(range(k, min(k + BLOCK_NEURONS, neurons)))
+               for k in range(0, neurons, BLOCK_NEURONS)]
+    columns[0] += list(range(neurons, len(rows)))
+    n_slices = -(-len(used) // BLOCK_INPUTS)
+    size = -(-len(used) // (n_slices * GROUP)) * GROUP
+    slices = [used[k:k + size] for k in range(0, len(used), size)]
+    lanes = list(codes)
+    partial = [[] for _ in rows]
+    for c, members in enumerate(columns):
+        if c:
+            lanes = list(lanes)
+            for j in used:
+                lanes[j] = g.extern(_HopOp(), (lanes[j],), *g.range_of(lanes[j]))
+        for inputs in slices:
+            counts = _count(g, lanes, [rows[h] for h in members], inputs)
+            for h, t in zip(members, counts):
+                if g.nodes[t.node].op != "const":      # no input of the slice
+                    partial[h].append(t)
+    result = []
+    for parts in partial:
+        while len(parts) > 1:       # neighbouring slices first
+            parts = [g.add(*parts[k:k + 2], negative_ok=False) if k + 1 < len(parts)
+                     else parts[k] for k in range(0, len(parts), 2)]
+        result.append(parts[0] if parts else g.const(0))
+    return result
 
 
 def _rows(negative, nonzero, read, n_used: int):

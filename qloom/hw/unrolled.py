@@ -259,6 +259,11 @@ class UnrolledDesign:
             if node.op == "input":
                 end[n], stage[n] = 0, 0
                 continue
+            if getattr(node.info, "hop", False):
+                # A hop: its operand's register, a stage later, into a register of its own.
+                stage[n] = max(stage[t.node] for t in node.operands) + 1
+                end[n] = (stage[n] + 1) * per
+                continue
             # Inputs and broadcast values are read from registers: the chain's input port
             # then goes into registers only (``UnrolledEngine.registered_ports``).
             start = max(((stage[t.node] + 1) * per
@@ -434,9 +439,11 @@ class UnrolledChain(wiring.Component):
                     m.d.comb += sig.eq(value)
                 copies[n] = [sig]
             levels = {k for k, _ in tapped.get(n, ())}
+            hop = getattr(node.info, "hop", False)
             for k in range(1, d.registers(n) + 1):
-                # ``keep`` where copies of the register exist: Yosys would merge them.
-                keep = {"keep": 1} if k in levels else {}
+                # ``keep`` where copies of the register exist, and on a hop's (the same
+                # value as its operand's next register): Yosys would merge them.
+                keep = {"keep": 1} if k in levels or hop else {}
                 reg = Signal(Value.cast(copies[n][0]).shape(), name=f"n{n}_r{k}",
                              reset_less=True, attrs=keep)
                 m.d.sync += reg.eq(copies[n][-1])

@@ -52,6 +52,24 @@ def test_popcount_graph_equals_the_dot_product(mh, mw, m, sparsity, seed):
     np.testing.assert_array_equal(got, values @ u.T)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 9), st.integers(2, 40), st.sampled_from([1, 2]),
+       st.floats(0, 0.6), st.integers(0, 2**32 - 1))
+def test_mesh_graph_equals_the_dot_product(mh, mw, m, sparsity, seed):
+    """The same sums built as a mesh of blocks of 3 neurons by 9 inputs."""
+    rng = np.random.default_rng(seed)
+    u = m * rng.choice([-1, 1], size=(mh, mw)) * (rng.random((mh, mw)) >= sparsity)
+    bits = rng.integers(0, 2, size=(16, mw))
+    signed = set(rng.choice(mw, size=mw // 3, replace=False).tolist())
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in (("MESH_MIN", 0), ("BLOCK_NEURONS", 3), ("BLOCK_INPUTS", 9),
+                            ("DIFFERENCE_MIN", 4)):
+            mp.setattr(compressor, name, value)
+        _, got = _graph_sums(u, bits, signed)
+    values = bits * np.array([-1 if j in signed else 1 for j in range(mw)])
+    np.testing.assert_array_equal(got, values @ u.T)
+
+
 def test_extreme_inputs_and_zero_rows():
     """All ones and all zeros (every segment at its maximum: no carry may cross into the
     next segment of a chain); a neuron without weights is 0."""
@@ -187,3 +205,37 @@ def test_ge_constant_against_every_value_and_threshold(shape):
     sim.add_testbench(bench)
     sim.run()
     assert compressor.ge_constant_luts(7) == 2 and compressor.ge_constant_luts(10) == 3
+
+
+def test_mesh_blocks_read_their_own_column(monkeypatch):
+    """A 24x60 layer as a mesh of 8-neuron columns and 20-input slices: each column reads
+    the inputs one hop (a register stage) after the column before it, every table and
+    carry-in of a column reads its own column's lanes only, and the hardware is bit exact
+    under backpressure."""
+    for name, value in (("MESH_MIN", 0), ("BLOCK_NEURONS", 8), ("BLOCK_INPUTS", 20)):
+        monkeypatch.setattr(compressor, name, value)
+    rng = np.random.default_rng(6)
+    layers = [_binary_layer(rng, 24, 60), _binary_layer(rng, 5, 24, post=False)]
+    dut = UnrolledChain(layers=layers, levels_per_stage=2)
+    d = dut.design
+    g = d.graph
+    hop = {}                                    # node -> its column (inputs: 0)
+    for t in d.inputs:
+        hop[t.node] = 0
+    for n, node in enumerate(g.nodes):
+        if isinstance(node.info, compressor._HopOp):
+            (t,) = node.operands
+            hop[n] = hop[t.node] + 1
+            assert d.stage[n] == d.stage.get(t.node, 0) + 1
+    assert sum(1 for c in hop.values() if c) == 60 * 2        # three columns
+    for n in d.stage:
+        node = g.nodes[n]
+        if isinstance(node.info, (compressor._TableOp, compressor._NotOp)):
+            read = {hop[t.node] for t in node.operands if t.node in hop}
+            assert len(read) <= 1
+    x = rng.integers(0, 2, size=(30, 60))
+    want = _values(layers[1], _values(layers[0], x))
+    run = run_stream(dut, [list(map(int, r)) for r in x], len(x), in_stall=0.3,
+                     out_stall=0.3, seed=7)
+    np.testing.assert_array_equal(np.array(run.outputs), want)
+    np.testing.assert_array_equal(d.evaluate(x), want)
