@@ -2,6 +2,7 @@
 
     python bench/calibrate.py ROWS.json [ROWS.json ...] [--write] [--prior 0.05]
                               [--power 0.5] [--whole 100] [--bounds 0.25 4] [--refresh]
+                              [--templates NAME ...]
 
 The rows are ``bench/estimates.py --per-module --json`` output: per template instance the
 features its estimate is computed from (``qloom.hw.estimate.Features``) and the Yosys
@@ -15,7 +16,9 @@ compare, per template, the worst relative error before and after, and per design
 error before, fitted, and held out: with the coefficients fitted from every other design,
 which is what a folding or network the fit has not seen can expect. ``--write`` stores
 the coefficients in ``qloom/hw/calibration.json`` with the commit, the tool versions and
-the designs they were measured on.
+the designs they were measured on. ``--templates`` refits only the named templates (a
+template that changed since the last fit) and keeps the others' coefficients, recording
+the refit beside the fit it amends.
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ def _total(modules, kind, families=None, family=None) -> float:
 
 
 def fit(designs, family: str, kind: str, prior: float, power: float, whole: float,
-        bounds=(0.0, np.inf)) -> dict:
+        bounds=(0.0, np.inf), only=None, fixed=None) -> dict:
     """Every template's coefficients for ``family`` and ``kind`` at once (template ->
     feature -> coefficient), minimizing the squared errors of the modules' estimates, each
     divided by the module's measured size to the ``power`` (1: relative errors, every
@@ -114,29 +117,43 @@ def fit(designs, family: str, kind: str, prior: float, power: float, whole: floa
     flattened). Each coefficient is pulled towards 1 by ``prior`` and kept within
     ``bounds``: a feature counts what the template builds, so a coefficient far from 1 says
     the data hardly tells it apart from another one (a tree at 0 and its selects at 2.5
-    fit the designs measured and no other)."""
+    fit the designs measured and no other).
+
+    With ``only`` (template names), just those templates are fitted; the others count
+    with their coefficients in ``fixed`` (template -> feature -> coefficient), and their
+    modules are left out."""
     mine = [d for d in designs if d["family"] == family]
+    fitted = (lambda f: True) if only is None else (lambda f: f["template"] in only)
     columns = sorted({(f["template"], n) for d in mine for f, _ in d["modules"]
-                      for n in f[kind]})
+                      if fitted(f) for n in f[kind]})
     index = {c: i for i, c in enumerate(columns)}
+    if not columns:
+        return {}
 
     def row(modules):
-        r = np.zeros(len(columns))
+        """The fitted columns' counts and the fixed templates' estimate."""
+        r, rest = np.zeros(len(columns)), 0.0
         for features, _ in modules:
+            coef = (fixed or {}).get(features["template"], {})
             for n, v in features[kind].items():
-                r[index[(features["template"], n)]] += v
-        return r
+                if fitted(features):
+                    r[index[(features["template"], n)]] += v
+                else:
+                    rest += coef.get(n, 1.0) * v
+        return r, rest
 
     rows, targets = [], []
     for d in mine:
         for features, measured in d["modules"]:
-            if measured is not None:
+            if measured is not None and fitted(features):
                 scale = max(1.0, float(measured[kind])) ** power
-                rows.append(row([(features, measured)]) / scale)
+                rows.append(row([(features, measured)])[0] / scale)
                 targets.append(measured[kind] / scale)
         got = max(1.0, float(d["yosys"][kind]))
-        rows.append(row(d["modules"]) * whole / got)
-        targets.append(whole)
+        counts, rest = row(d["modules"])
+        if counts.any():
+            rows.append(counts * whole / got)
+            targets.append(whole * (1 - rest / got))
     a = np.array(rows + list(np.sqrt(prior) * np.eye(len(columns))))
     b = np.array(targets + [np.sqrt(prior)] * len(columns))
     coef = lsq_linear(a, b, bounds=bounds).x
@@ -147,15 +164,24 @@ def fit(designs, family: str, kind: str, prior: float, power: float, whole: floa
 
 
 def fit_all(designs, prior: float, power: float, whole: float, bounds,
-            leave_out=None) -> dict:
-    """family -> template -> kind -> coefficients, from every design but ``leave_out``."""
+            leave_out=None, only=None) -> dict:
+    """family -> template -> kind -> coefficients, from every design but ``leave_out``;
+    with ``only``, those templates fitted and the others as calibrated now."""
+    from qloom.hw.estimate import coefficients
+    current = coefficients() if only else {}
     kept = [d for d in designs if d is not leave_out]
     families: dict = {}
     for family in sorted({d["family"] for d in kept}):
         for kind in ("lut", "ff"):
+            fixed = {t: k.get(kind, {}) for t, k in current.get(family, {}).items()}
             for template, coefs in fit(kept, family, kind, prior, power, whole,
-                                       bounds).items():
+                                       bounds, only, fixed).items():
                 families.setdefault(family, {}).setdefault(template, {})[kind] = coefs
+    if only:
+        for family, templates in current.items():
+            for template, kinds in templates.items():
+                if template not in only:
+                    families.setdefault(family, {})[template] = kinds
     return families
 
 
@@ -189,6 +215,9 @@ def main(argv=None) -> int:
                         "(default 100: 10%% off weighs like 10 units)")
     p.add_argument("--bounds", type=float, nargs=2, default=(0.25, 4.0), metavar=("LO", "HI"),
                    help="range of every coefficient (default 0.25 4)")
+    p.add_argument("--templates", nargs="+", metavar="NAME",
+                   help="fit only these templates (e.g. unrolled), the others keep their "
+                        "coefficients")
     p.add_argument("--write", action="store_true", help="write qloom/hw/calibration.json")
     p.add_argument("--refresh", action="store_true",
                    help="recompute the features with the current code (rows whose design "
@@ -197,10 +226,13 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(Path(__file__).parent))
     designs = _designs(args.rows, args.refresh)
     bounds = tuple(args.bounds)
-    families = fit_all(designs, args.prior, args.power, args.whole, bounds)
+    only = set(args.templates) if args.templates else None
+    families = fit_all(designs, args.prior, args.power, args.whole, bounds, only=only)
     print(f"{'family':6} {'template':15} {'n':>3}  {'LUT worst before/after':>24}  "
           f"{'FF worst before/after':>23}")
     for (family, template), samples in sorted(_groups(designs).items()):
+        if only and template not in only:
+            continue
         coefs = families[family][template]
         cells = "  ".join(f"{100 * _worst(samples, k):>10.1f}% / "
                           f"{100 * _worst(samples, k, coefs.get(k)):>6.1f}%"
@@ -213,7 +245,7 @@ def main(argv=None) -> int:
     worst = {"lut": 0.0, "ff": 0.0}
     for design in designs:
         held_out = fit_all(designs, args.prior, args.power, args.whole, bounds,
-                           leave_out=design)
+                           leave_out=design, only=only)
         cells = []
         for kind in ("lut", "ff"):
             got = design["yosys"][kind]
@@ -225,10 +257,16 @@ def main(argv=None) -> int:
     print(f"worst held-out error: LUT {worst['lut']:.1f}%, FF {worst['ff']:.1f}%")
     if args.write:
         from qloom.hw.estimate import CALIBRATION_FILE
-        CALIBRATION_FILE.write_text(json.dumps({
-            "measured": {**_versions(), "designs": sorted(d["name"] for d in designs),
-                         "how": "bench/estimates.py --per-module, bench/calibrate.py"},
-            "families": families}, indent=1, sort_keys=True) + "\n")
+        measured = {**_versions(), "designs": sorted(d["name"] for d in designs),
+                    "how": "bench/estimates.py --per-module, bench/calibrate.py"}
+        if only:        # the other templates keep their fit and its record
+            old = json.loads(CALIBRATION_FILE.read_text())
+            measured = {**old["measured"], "refits": old["measured"].get("refits", []) + [
+                {**measured, "templates": sorted(only), "designs": sorted(
+                    d["name"] for d in designs
+                    if any(f["template"] in only for f, _ in d["modules"]))}]}
+        CALIBRATION_FILE.write_text(json.dumps({"measured": measured, "families": families},
+                                               indent=1, sort_keys=True) + "\n")
         print(f"wrote {CALIBRATION_FILE}")
     return 0
 
