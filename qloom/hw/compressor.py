@@ -71,7 +71,9 @@ DIFFERENCE_MIN = 16
 # LUT4 with chains of 16 positions, 56.4k with 24, 56.3k with 32.
 CHAIN_POSITIONS = 24
 # A layer with more synapses than this is built as a mesh of blocks of about
-# BLOCK_NEURONS neurons by BLOCK_INPUTS inputs (see the module documentation).
+# BLOCK_NEURONS neurons by BLOCK_INPUTS inputs (see the module documentation): on the
+# ECP5-85F, TFC-w1a1's 64x64 layers (4,096 synapses) fully shared are no routing problem,
+# its 784x64 layer (50,176) was one until it became a mesh.
 MESH_MIN = 16384
 BLOCK_NEURONS = 8
 BLOCK_INPUTS = 96
@@ -379,8 +381,8 @@ def _mesh(g: AdderGraph, codes: list, rows: list, used: list, neurons: int) -> l
     """The popcount terms of a large layer as a mesh of blocks (see the module
     documentation): columns of ``BLOCK_NEURONS`` neurons (the first also counts ``P``, the
     row after the neurons, when there is one), each reading the inputs one hop after the
-    column before it; slices of about ``BLOCK_INPUTS`` inputs, each column's partial counts
-    added slice after slice."""
+    column before it; slices of about ``BLOCK_INPUTS`` inputs, each neuron's counts over
+    them added pairwise, neighbouring slices first."""
     columns = [list(range(k, min(k + BLOCK_NEURONS, neurons)))
                for k in range(0, neurons, BLOCK_NEURONS)]
     columns[0] += list(range(neurons, len(rows)))
