@@ -198,6 +198,15 @@ def _add_luts(g: AdderGraph, node: Node) -> int:
 BROADCAST_READERS = 8
 
 
+# Cycles after a word leaves the output that the credit count sees it: the FIFO and the
+# output's ready sit at the far end of the pipeline from the input's ``ready``. TFC-w1a1's
+# meshed chain on the ECP5-85F missed 100 MHz on that path alone when it was logic (11.2
+# ns, 9.6 of them routing across the die). With one register, ``ready`` sat between the
+# two ends and its net to the input's skid buffer took 8.7 ns: hence two registers, and
+# ``i.ready`` a copy of its own.
+RELEASE_DELAY = 2
+
+
 class UnrolledDesign:
     """The adder graph of a chain of layers, its pipeline schedule and its cost.
 
@@ -308,8 +317,8 @@ class UnrolledDesign:
     def fifo_depth(self) -> int:
         """Words the output FIFO holds: everything a full-rate stream can have in flight
         (the pipeline, plus slack for the registered credit count and for a word's
-        release counted a cycle late)."""
-        return self.latency + 3
+        release counted ``RELEASE_DELAY`` cycles late)."""
+        return self.latency + 2 + RELEASE_DELAY
 
     def registers(self, n: int) -> int:
         """Copies of node ``n`` in pipeline registers."""
@@ -350,7 +359,7 @@ class UnrolledDesign:
             f.add("lut", "fifo", width * (math.ceil((depth - 1) / 3) + 1))
             f.add("ff", "fifo", width * depth)
         f.add("lut", "control", 30)
-        f.add("ff", "control", self.latency + 2 * depth.bit_length() + 3)
+        f.add("ff", "control", self.latency + 2 * depth.bit_length() + 3 + RELEASE_DELAY)
         return f
 
     def resources(self, lut_ram: bool = True) -> dict:
@@ -472,13 +481,17 @@ class UnrolledChain(wiring.Component):
         valid = [Signal(name=f"valid{k + 1}") for k in range(d.stages)]
         count = Signal(range(depth + 1))
         ready = Signal(init=1)
+        # ``i.ready`` is a copy of ``ready`` of its own, which the placer puts by the
+        # input's side; ``ready`` itself also feeds the valid chain.
+        port_ready = Signal(init=1, attrs={"keep": 1})
         take = Signal()
-        # A word leaving is counted the cycle after: the FIFO and the output's ready sit
-        # at the far end of the pipeline from ``ready``, and TFC-w1a1's meshed chain on
-        # the ECP5-85F missed 100 MHz on that path alone (11.2 ns, 9.6 of them routing).
-        release = Signal()
-        m.d.comb += [take.eq(self.i.valid & ready), self.i.ready.eq(ready)]
-        m.d.sync += release.eq(self.o.valid & self.o.ready)
+        m.d.comb += [take.eq(self.i.valid & ready), self.i.ready.eq(port_ready)]
+        # A word leaving is counted RELEASE_DELAY cycles later, through registers the
+        # placer can spread between the FIFO and the count (see RELEASE_DELAY).
+        leaving = [Signal(name=f"release{k}") for k in range(RELEASE_DELAY)]
+        m.d.sync += [leaving[0].eq(self.o.valid & self.o.ready)] + [
+            leaving[k].eq(leaving[k - 1]) for k in range(1, RELEASE_DELAY)]
+        release = leaving[-1]
         m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1])
                                            for k in range(1, d.stages)]
         # Every count it can take, and whether it leaves room, from the register; the late
@@ -488,7 +501,8 @@ class UnrolledChain(wiring.Component):
             return Mux(take, Mux(release, f(count), f(count + 1)),
                        Mux(release, f(count - 1), f(count)))
 
-        m.d.sync += [count.eq(choose(lambda c: c)), ready.eq(choose(lambda c: c < depth))]
+        room = choose(lambda c: c < depth)
+        m.d.sync += [count.eq(choose(lambda c: c)), ready.eq(room), port_ready.eq(room)]
         direct = ~fifo.r_rdy
         m.d.comb += [fifo.w_data.eq(word), fifo.w_en.eq(valid[-1] & ~(direct & self.o.ready)),
                      self.o.valid.eq(fifo.r_rdy | valid[-1]), fifo.r_en.eq(self.o.ready),
