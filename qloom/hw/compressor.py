@@ -35,7 +35,8 @@ inverted) input bits, and this module builds popcounts as cheaply as a LUT4 fabr
   ``DIFFERENCE_MIN`` inputs the subtraction costs about what it saves.
 
 * **Mesh.** A layer with more than ``MESH_MIN`` synapses is built as blocks: columns of
-  ``BLOCK_NEURONS`` neurons by slices of about ``BLOCK_INPUTS`` inputs. A block's tables
+  ``BLOCK_NEURONS`` neurons (at most ``MESH_COLUMNS`` columns, more neurons each in a
+  wider layer) by slices of about ``BLOCK_INPUTS`` inputs. A block's tables
   are shared within it only; each neuron adds its blocks' counts down its column,
   neighbouring slices first; and each column reads the input lanes from the column before
   it through a register (a hop: a stage later). So no net crosses the layer: input bits
@@ -77,6 +78,9 @@ CHAIN_POSITIONS = 24
 MESH_MIN = 16384
 BLOCK_NEURONS = 8
 BLOCK_INPUTS = 96
+# Columns at most (each a stage later than the one before): a layer of more neurons has
+# more of them per column.
+MESH_COLUMNS = 8
 
 
 def chain_luts(positions: int) -> int:
@@ -383,8 +387,9 @@ def _mesh(g: AdderGraph, codes: list, rows: list, used: list, neurons: int) -> l
     row after the neurons, when there is one), each reading the inputs one hop after the
     column before it; slices of about ``BLOCK_INPUTS`` inputs, each neuron's counts over
     them added pairwise, neighbouring slices first."""
-    columns = [list(range(k, min(k + BLOCK_NEURONS, neurons)))
-               for k in range(0, neurons, BLOCK_NEURONS)]
+    n_columns = min(MESH_COLUMNS, -(-neurons // BLOCK_NEURONS))
+    per = -(-neurons // n_columns)
+    columns = [list(range(k, min(k + per, neurons))) for k in range(0, neurons, per)]
     columns[0] += list(range(neurons, len(rows)))
     n_slices = -(-len(used) // BLOCK_INPUTS)
     size = -(-len(used) // (n_slices * GROUP)) * GROUP

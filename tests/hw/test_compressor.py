@@ -60,10 +60,11 @@ def test_popcount_graph_equals_the_dot_product(mh, mw, m, sparsity, seed):
 @given(st.integers(1, 9), st.integers(2, 40), st.sampled_from([1, 2]),
        st.floats(0, 0.6), st.integers(0, 2**32 - 1))
 def test_mesh_graph_equals_the_dot_product(mh, mw, m, sparsity, seed):
-    """The same sums built as a mesh of blocks of 3 neurons by 9 inputs."""
+    """The same sums built as a mesh of blocks of 3 neurons by 9 inputs, in at most two
+    columns (more neurons per column beyond six)."""
     with pytest.MonkeyPatch.context() as mp:
         for name, value in (("MESH_MIN", 0), ("BLOCK_NEURONS", 3), ("BLOCK_INPUTS", 9),
-                            ("DIFFERENCE_MIN", 4)):
+                            ("DIFFERENCE_MIN", 4), ("MESH_COLUMNS", 2)):
             mp.setattr(compressor, name, value)
         _check_dot_product(mh, mw, m, sparsity, seed)
 
@@ -237,3 +238,15 @@ def test_mesh_blocks_read_their_own_column(monkeypatch):
                      out_stall=0.3, seed=7)
     np.testing.assert_array_equal(np.array(run.outputs), want)
     np.testing.assert_array_equal(d.evaluate(x), want)
+
+
+def test_mesh_columns_are_capped(monkeypatch):
+    """A layer of many neurons keeps at most MESH_COLUMNS columns (each a hop, a stage,
+    later than the one before): 200 neurons in 8 columns, inputs seven hops deep."""
+    monkeypatch.setattr(compressor, "MESH_MIN", 0)
+    rng = np.random.default_rng(8)
+    d = UnrolledDesign([_binary_layer(rng, 200, 30)], 2)
+    hops = [n for n in d.stage if isinstance(d.graph.nodes[n].info, compressor._HopOp)]
+    assert len(hops) == 30 * (compressor.MESH_COLUMNS - 1)
+    x = rng.integers(0, 2, size=(20, 30))
+    np.testing.assert_array_equal(d.evaluate(x), _values(d.layers[0], x))
