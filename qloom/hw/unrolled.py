@@ -205,6 +205,11 @@ BROADCAST_READERS = 8
 # two ends and its net to the input's skid buffer took 8.7 ns: hence two registers, and
 # ``i.ready`` a copy of its own.
 RELEASE_DELAY = 2
+# Cycles between the credit count's ``ready`` and ``i.ready`` (registers the placer can
+# put by the input's skid buffer, whose 784 enables ``i.ready`` reaches in TFC-w1a1; as a
+# copy of ``ready`` it was packed with ``ready``'s logic, at the other end of the die, and
+# routed 10.7 ns). ``ready`` counts as taken every input it may still let in meanwhile.
+READY_DELAY = 1
 
 
 class UnrolledDesign:
@@ -317,8 +322,9 @@ class UnrolledDesign:
     def fifo_depth(self) -> int:
         """Words the output FIFO holds: everything a full-rate stream can have in flight
         (the pipeline, plus slack for the registered credit count and for a word's
-        release counted ``RELEASE_DELAY`` cycles late)."""
-        return self.latency + 2 + RELEASE_DELAY
+        release counted ``RELEASE_DELAY`` cycles late and ``i.ready`` ``READY_DELAY``
+        cycles after the count)."""
+        return self.latency + 2 + RELEASE_DELAY + READY_DELAY
 
     def registers(self, n: int) -> int:
         """Copies of node ``n`` in pipeline registers."""
@@ -359,7 +365,8 @@ class UnrolledDesign:
             f.add("lut", "fifo", width * (math.ceil((depth - 1) / 3) + 1))
             f.add("ff", "fifo", width * depth)
         f.add("lut", "control", 30)
-        f.add("ff", "control", self.latency + 2 * depth.bit_length() + 3 + RELEASE_DELAY)
+        f.add("ff", "control", self.latency + 2 * depth.bit_length() + 2 + RELEASE_DELAY
+              + READY_DELAY)
         return f
 
     def resources(self, lut_ram: bool = True) -> dict:
@@ -480,12 +487,12 @@ class UnrolledChain(wiring.Component):
         m.submodules.fifo = fifo = SyncFIFO(width=Value.cast(word).shape().width, depth=depth)
         valid = [Signal(name=f"valid{k + 1}") for k in range(d.stages)]
         count = Signal(range(depth + 1))
-        ready = Signal(init=1)
-        # ``i.ready`` is a copy of ``ready`` of its own, which the placer puts by the
-        # input's side; ``ready`` itself also feeds the valid chain.
-        port_ready = Signal(init=1, attrs={"keep": 1})
+        # ``ready``: room for one more input even after READY_DELAY more have been taken
+        # (the count can only fall meanwhile); ``i.ready`` is it READY_DELAY cycles later.
+        ready = [Signal(init=1, name=f"ready{k}") for k in range(READY_DELAY + 1)]
+        m.d.sync += [ready[k].eq(ready[k - 1]) for k in range(1, READY_DELAY + 1)]
         take = Signal()
-        m.d.comb += [take.eq(self.i.valid & ready), self.i.ready.eq(port_ready)]
+        m.d.comb += [take.eq(self.i.valid & ready[-1]), self.i.ready.eq(ready[-1])]
         # A word leaving is counted RELEASE_DELAY cycles later, through registers the
         # placer can spread between the FIFO and the count (see RELEASE_DELAY).
         leaving = [Signal(name=f"release{k}") for k in range(RELEASE_DELAY)]
@@ -501,8 +508,8 @@ class UnrolledChain(wiring.Component):
             return Mux(take, Mux(release, f(count), f(count + 1)),
                        Mux(release, f(count - 1), f(count)))
 
-        room = choose(lambda c: c < depth)
-        m.d.sync += [count.eq(choose(lambda c: c)), ready.eq(room), port_ready.eq(room)]
+        m.d.sync += [count.eq(choose(lambda c: c)),
+                     ready[0].eq(choose(lambda c: c + READY_DELAY < depth))]
         direct = ~fifo.r_rdy
         m.d.comb += [fifo.w_data.eq(word), fifo.w_en.eq(valid[-1] & ~(direct & self.o.ready)),
                      self.o.valid.eq(fifo.r_rdy | valid[-1]), fifo.r_en.eq(self.o.ready),
