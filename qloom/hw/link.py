@@ -278,10 +278,13 @@ class Link(wiring.Component):
         # From the state flip-flop, a TFC-w1a1 frame's 784 enables were one net of 9.8 ns
         # on the ECP5-85F, the only path under 100 MHz of its unrolled design. A
         # whole-slice assignment each (reset-less under `If`: an `always @*`, rtl_check).
+        # A word of one group shifts on the state itself (as placed, the iCEBreaker's
+        # demo lost 2 MHz to the copy).
         shifted = Cat(word[8:], rp.data)
         for k in range(0, len(word), WORD_GROUP):
             top = min(k + WORD_GROUP, len(word))
-            shift = kept_register(m, rx_fsm.ongoing("READ"), f"word_shift{k // WORD_GROUP}")
+            shift = (rx_fsm.ongoing("SHIFT") if word_groups(fin) == 1 else
+                     kept_register(m, rx_fsm.ongoing("READ"), f"word_shift{k // WORD_GROUP}"))
             m.d.sync += word[k:top].eq(Mux(shift, shifted[k:top], word[k:top]))
 
         # One flip-flop per state (Yosys recodes the FSM): the state decode in front of
@@ -369,7 +372,8 @@ class Link(wiring.Component):
 
 
 def word_groups(fmt: WireFormat) -> int:
-    """The request word's groups, each with a copy of its shift enable."""
+    """The request word's groups, each with a copy of its shift enable when there are
+    several (a word of one group shifts on the state)."""
     return -(-fmt.bytes_per_word * 8 // WORD_GROUP)
 
 
@@ -386,7 +390,8 @@ def estimate(input_format: WireFormat, output_format: WireFormat, family: Family
         ff, lut = skid_cost(fmt.data_bits + 1)
         f.add("ff", "skid", ff)
         f.add("lut", "skid", lut)
-    f.add("ff", "word", input_format.data_bits + word_groups(input_format))
+    groups = word_groups(input_format)
+    f.add("ff", "word", input_format.data_bits + (groups if groups > 1 else 0))
     f.add("lut", "reply_select", output_format.data_bits)
     f.add_memory("buffer", auto_ram_cost(input_format.frame_bytes, 8, family))
     return calibrated(f, family)
