@@ -273,19 +273,7 @@ class Link(wiring.Component):
                     with m.If(nword_last):
                         m.next = "HUNT"
 
-        # The word shifts in SHIFT, which READ always enters and no other state: each
-        # WORD_GROUP bits take their enable from a register copy of READ of their own.
-        # From the state flip-flop, a TFC-w1a1 frame's 784 enables were one net of 9.8 ns
-        # on the ECP5-85F, the only path under 100 MHz of its unrolled design. A
-        # whole-slice assignment each (reset-less under `If`: an `always @*`, rtl_check).
-        # A word of one group shifts on the state itself (as placed, the iCEBreaker's
-        # demo lost 2 MHz to the copy).
-        shifted = Cat(word[8:], rp.data)
-        for k in range(0, len(word), WORD_GROUP):
-            top = min(k + WORD_GROUP, len(word))
-            shift = (rx_fsm.ongoing("SHIFT") if word_groups(fin) == 1 else
-                     kept_register(m, rx_fsm.ongoing("READ"), f"word_shift{k // WORD_GROUP}"))
-            m.d.sync += word[k:top].eq(Mux(shift, shifted[k:top], word[k:top]))
+        self._shift_word(m, word, rp.data, rx_fsm)
 
         # One flip-flop per state (Yosys recodes the FSM): the state decode in front of
         # every enable was most of the receiver's logic depth, the iCEBreaker's critical
@@ -293,6 +281,22 @@ class Link(wiring.Component):
         # routing on a nearly full UP5K). The boards' clock domains start in reset, which
         # sets the state, so the power-up value Yosys ignores for a recoded FSM is unused.
         rx_fsm.state.attrs["fsm_encoding"] = "one-hot"
+
+    def _shift_word(self, m, word, byte, rx_fsm):
+        """``word`` shifts ``byte`` in while the receiver is in SHIFT, which READ always
+        enters and no other state. A word of several WORD_GROUP bits groups takes each
+        group's enable from a register copy of READ of its own (``shift_copies``): from
+        the state flip-flop, a TFC-w1a1 frame's 784 enables were one net of 9.8 ns on the
+        ECP5-85F, the only path under 100 MHz of its unrolled design. A word of one group
+        shifts on the state (as placed, the iCEBreaker demo lost 2 MHz to a copy). A
+        whole-slice assignment each (reset-less under `If`: an `always @*`, rtl_check)."""
+        shifted = Cat(word[8:], byte)
+        copies = shift_copies(self.input_format)
+        for k in range(0, len(word), WORD_GROUP):
+            top = min(k + WORD_GROUP, len(word))
+            shift = (kept_register(m, rx_fsm.ongoing("READ"), f"word_shift{k // WORD_GROUP}")
+                     if copies else rx_fsm.ongoing("SHIFT"))
+            m.d.sync += word[k:top].eq(Mux(shift, shifted[k:top], word[k:top]))
 
     def _transmitter(self, m, result, err_code, err_pending, sent_error):
         """The reply side: error replies (``err_code``, acknowledged by ``sent_error``)
@@ -371,10 +375,11 @@ class Link(wiring.Component):
         tx_fsm.state.attrs["fsm_encoding"] = "one-hot"
 
 
-def word_groups(fmt: WireFormat) -> int:
-    """The request word's groups, each with a copy of its shift enable when there are
-    several (a word of one group shifts on the state)."""
-    return -(-fmt.bytes_per_word * 8 // WORD_GROUP)
+def shift_copies(fmt: WireFormat) -> int:
+    """Copies of the request word's shift enable: one per WORD_GROUP bits when there are
+    several groups, else none (``Link._shift_word``)."""
+    groups = -(-fmt.bytes_per_word * 8 // WORD_GROUP)
+    return groups if groups > 1 else 0
 
 
 def estimate(input_format: WireFormat, output_format: WireFormat, family: Family):
@@ -390,8 +395,7 @@ def estimate(input_format: WireFormat, output_format: WireFormat, family: Family
         ff, lut = skid_cost(fmt.data_bits + 1)
         f.add("ff", "skid", ff)
         f.add("lut", "skid", lut)
-    groups = word_groups(input_format)
-    f.add("ff", "word", input_format.data_bits + (groups if groups > 1 else 0))
+    f.add("ff", "word", input_format.data_bits + shift_copies(input_format))
     f.add("lut", "reply_select", output_format.data_bits)
     f.add_memory("buffer", auto_ram_cost(input_format.frame_bytes, 8, family))
     return calibrated(f, family)

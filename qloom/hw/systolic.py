@@ -35,6 +35,7 @@ from .dsp import Ecp5Multiplier, check_dsp_primitive
 from .estimate import Features
 from .fifo import StreamFIFO
 from .types import shape_of
+from .weight_mem import delayed
 
 __all__ = ["SystolicArray"]
 
@@ -261,12 +262,6 @@ class SystolicArray(wiring.Component):
             m.d.comb += x0[r].eq(Mux(lane, 1, -1) if self._in_type.bipolar else lane)
 
         # Input skew: lane r enters row r after r registers, with its tile number.
-        def delayed(value, cycles, name):
-            for step in range(cycles):
-                reg = Signal.like(value, name=f"{name}_d{step + 1}")
-                m.d.sync += reg.eq(value)
-                value = reg
-            return value
 
         pes = [[None] * cols for _ in range(rows)]
         for r in range(rows):
@@ -279,8 +274,8 @@ class SystolicArray(wiring.Component):
                     dsp_primitive=self._dsp_primitive is not None)
                 m.submodules[f"pe_{r}_{c}"] = pes[r][c] = pe
                 if c == 0:
-                    m.d.comb += [pe.x_in.eq(delayed(x0[r], r, f"skew{r}_x")),
-                                 pe.t_in.eq(delayed(t0, r, f"skew{r}_t"))]
+                    m.d.comb += [pe.x_in.eq(delayed(m, x0[r], r, f"skew{r}_x")),
+                                 pe.t_in.eq(delayed(m, t0, r, f"skew{r}_t"))]
                 else:
                     m.d.comb += [pe.x_in.eq(pes[r][c - 1].x_out),
                                  pe.t_in.eq(pes[r][c - 1].t_out)]
@@ -293,7 +288,7 @@ class SystolicArray(wiring.Component):
         out_valid = None
         for c in range(cols):
             ctrl = Signal(ctrl_layout, name=f"ctrl_bottom{c}")
-            m.d.comb += ctrl.eq(delayed(ctrl0, rows + 2 + self._pe_extra + c, f"ctrl{c}"))
+            m.d.comb += ctrl.eq(delayed(m, ctrl0, rows + 2 + self._pe_extra + c, f"ctrl{c}"))
             acc = Signal(acc_shape, name=f"acc{c}")
             done = Signal(acc_shape, name=f"done{c}")
             done_valid = Signal(name=f"done_valid{c}")
@@ -303,7 +298,7 @@ class SystolicArray(wiring.Component):
                 m.d.sync += acc.eq(total)
                 with m.If(ctrl.last):
                     m.d.sync += done.eq(total)
-            m.d.comb += results[c].eq(delayed(done, cols - 1 - c, f"deskew{c}"))
+            m.d.comb += results[c].eq(delayed(m, done, cols - 1 - c, f"deskew{c}"))
             if c == cols - 1:
                 out_valid = done_valid
         m.d.comb += [out_fifo.i.payload.eq(results), out_fifo.i.valid.eq(out_valid)]

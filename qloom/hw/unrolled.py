@@ -43,6 +43,7 @@ from .estimate import Features
 from .threshold import ThresholdSpec
 from .types import shape_of
 from .unrolled_ops import GroupSumOp, RequantOp, RequantSpec, ThresholdOp, node_shape
+from .weight_mem import delayed
 
 __all__ = ["RequantSpec", "UnrolledLayer", "UnrolledDesign", "UnrolledChain"]
 
@@ -184,6 +185,11 @@ def _passthrough(g: AdderGraph, node: Node) -> int:
     return 0
 
 
+def _is_hop(node: Node) -> bool:
+    """Whether ``node`` is a hop (``compressor._HopOp``): its operand a stage later."""
+    return getattr(node.info, "hop", False)
+
+
 def _add_luts(g: AdderGraph, node: Node) -> int:
     """LUT4s of one adder (its bits outside the passthrough; see ``chain_luts``)."""
     return chain_luts(node.bits - _passthrough(g, node))
@@ -202,8 +208,8 @@ BROADCAST_READERS = 8
 # output's ready sit at the far end of the pipeline from the input's ``ready``. TFC-w1a1's
 # meshed chain on the ECP5-85F missed 100 MHz on that path alone when it was logic (11.2
 # ns, 9.6 of them routing across the die). With one register, ``ready`` sat between the
-# two ends and its net to the input's skid buffer took 8.7 ns: hence two registers, and
-# ``i.ready`` a copy of its own.
+# two ends and its net to the input's skid buffer took 8.7 ns: hence two registers (and
+# READY_DELAY).
 RELEASE_DELAY = 2
 # Cycles between the credit count's ``ready`` and ``i.ready`` (registers the placer can
 # put by the input's skid buffer, whose 784 enables ``i.ready`` reaches in TFC-w1a1; as a
@@ -273,7 +279,7 @@ class UnrolledDesign:
             if node.op == "input":
                 end[n], stage[n] = 0, 0
                 continue
-            if getattr(node.info, "hop", False):
+            if _is_hop(node):
                 # A hop: its operand's register, a stage later, into a register of its own.
                 stage[n] = max(stage[t.node] for t in node.operands) + 1
                 end[n] = (stage[n] + 1) * per
@@ -456,7 +462,7 @@ class UnrolledChain(wiring.Component):
                     m.d.comb += sig.eq(value)
                 copies[n] = [sig]
             levels = {k for k, _ in tapped.get(n, ())}
-            hop = getattr(node.info, "hop", False)
+            hop = _is_hop(node)
             for k in range(1, d.registers(n) + 1):
                 # ``keep`` where copies of the register exist, and on a hop's (the same
                 # value as its operand's next register): Yosys would merge them.
@@ -485,22 +491,17 @@ class UnrolledChain(wiring.Component):
         d = self._design
         depth = d.fifo_depth
         m.submodules.fifo = fifo = SyncFIFO(width=Value.cast(word).shape().width, depth=depth)
-        valid = [Signal(name=f"valid{k + 1}") for k in range(d.stages)]
         count = Signal(range(depth + 1))
         # ``ready``: room for one more input even after READY_DELAY more have been taken
         # (the count can only fall meanwhile); ``i.ready`` is it READY_DELAY cycles later.
-        ready = [Signal(init=1, name=f"ready{k}") for k in range(READY_DELAY + 1)]
-        m.d.sync += [ready[k].eq(ready[k - 1]) for k in range(1, READY_DELAY + 1)]
+        ready = Signal(init=1)
+        port_ready = delayed(m, ready, READY_DELAY, "ready", init=1)
         take = Signal()
-        m.d.comb += [take.eq(self.i.valid & ready[-1]), self.i.ready.eq(ready[-1])]
+        m.d.comb += [take.eq(self.i.valid & port_ready), self.i.ready.eq(port_ready)]
         # A word leaving is counted RELEASE_DELAY cycles later, through registers the
         # placer can spread between the FIFO and the count (see RELEASE_DELAY).
-        leaving = [Signal(name=f"release{k}") for k in range(RELEASE_DELAY)]
-        m.d.sync += [leaving[0].eq(self.o.valid & self.o.ready)] + [
-            leaving[k].eq(leaving[k - 1]) for k in range(1, RELEASE_DELAY)]
-        release = leaving[-1]
-        m.d.sync += [valid[0].eq(take)] + [valid[k].eq(valid[k - 1])
-                                           for k in range(1, d.stages)]
+        release = delayed(m, self.o.valid & self.o.ready, RELEASE_DELAY, "release")
+        valid = delayed(m, take, d.stages, "valid")         # as the result reaches the FIFO
         # Every count it can take, and whether it leaves room, from the register; the late
         # bits (take, release) choose last (as a sum and a compare in
         # series, the jet tagger's deepest logic once its requantization was parallel).
@@ -509,10 +510,10 @@ class UnrolledChain(wiring.Component):
                        Mux(release, f(count - 1), f(count)))
 
         m.d.sync += [count.eq(choose(lambda c: c)),
-                     ready[0].eq(choose(lambda c: c + READY_DELAY < depth))]
+                     ready.eq(choose(lambda c: c + READY_DELAY < depth))]
         direct = ~fifo.r_rdy
-        m.d.comb += [fifo.w_data.eq(word), fifo.w_en.eq(valid[-1] & ~(direct & self.o.ready)),
-                     self.o.valid.eq(fifo.r_rdy | valid[-1]), fifo.r_en.eq(self.o.ready),
+        m.d.comb += [fifo.w_data.eq(word), fifo.w_en.eq(valid & ~(direct & self.o.ready)),
+                     self.o.valid.eq(fifo.r_rdy | valid), fifo.r_en.eq(self.o.ready),
                      self.o.payload.eq(Mux(direct, Value.cast(word), fifo.r_data))]
 
     @staticmethod

@@ -26,8 +26,8 @@ from amaranth.lib.memory import Memory
 
 from .skid import flag_groups, flag_slices
 
-__all__ = ["RamStyle", "pack_words", "pack_layout", "rom", "read_register", "BankedRom",
-           "banks", "banked_latency", "word_slices", "address_groups", "SLICE_BITS",
+__all__ = ["RamStyle", "pack_words", "pack_layout", "rom", "read_register", "delayed",
+           "BankedRom", "banks", "banked_latency", "word_slices", "address_groups", "SLICE_BITS",
            "kept_register", "bit_slice"]
 
 
@@ -103,6 +103,16 @@ def kept_register(m, value, name: str, enable=None) -> Signal:
     reg = Signal.like(value, name=name, reset_less=True, attrs={"keep": 1})
     m.d.sync += Value.cast(reg).eq(value if enable is None else Mux(enable, value, reg))
     return reg
+
+
+def delayed(m, value, cycles: int, name: str, init: int = 0) -> Value:
+    """``value`` ``cycles`` cycles later: through that many registers in a row, named
+    ``{name}_d1``, ``{name}_d2``, ... (``value`` itself for 0)."""
+    for step in range(cycles):
+        reg = Signal(Value.cast(value).shape(), name=f"{name}_d{step + 1}", init=init)
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value
 
 
 def bit_slice(words: list[int], lo: int, width: int) -> list[int]:
