@@ -100,7 +100,8 @@ def link_share(manifest: dict, board: Board) -> Resources:
     from ..hw.estimate import Family
     return link.estimate(WireFormat.from_manifest(manifest["input"]),
                          WireFormat.from_manifest(manifest["output"]),
-                         Family.of(board.family.value))
+                         Family.of(board.family.value),
+                         registered_feed=bool(manifest["input"].get("registered", False)))
 
 
 def fit_check(report: dict | None, board: Board, manifest: dict) -> dict:
@@ -177,8 +178,7 @@ def board_top(out_dir, manifest: dict, board: Board, clock_mhz: float, baud: int
     if pll is not None and pll.error > 0.01:
         print(f"[qloom] the PLL makes {pll.achieved_mhz} MHz (asked for {clock_mhz} MHz)")
     baud = _baud_for(board, pll.achieved_mhz if pll else board.oscillator_mhz, baud)
-    top = BoardTop(accelerator=VerilogAccelerator(fin, fout, top=manifest.get("top", "qloom_top"),
-                                                  flash="flash" in manifest),
+    top = BoardTop(accelerator=VerilogAccelerator.from_manifest(manifest),
                    input_format=fin, output_format=fout, baud=baud, pll=pll,
                    oscillator_mhz=board.oscillator_mhz)
     return platform, top

@@ -27,7 +27,7 @@ from .cost import Family, Resources
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
 from .plan import (Plan, fifo_plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file,
-                   read_fold_file, slice_edges, wire_edges)
+                   read_fold_file, registered_input, slice_edges, wire_edges)
 from .html_report import write_report_html
 from .report import render_report_md
 
@@ -177,7 +177,8 @@ def _link_estimate(state, plan) -> Resources:
                           signed=net.tensors[t].dtype.signed,
                           elements=int(np.prod(net.shape_of(t))))
                for t, lanes in zip((net.input, net.output), _port_lanes(state, plan))]
-    return link.estimate(*formats, state.options.family)
+    return link.estimate(*formats, state.options.family,
+                         registered_feed=registered_input(plan.engines, plan.folds))
 
 
 def step_build(state, cfg):
@@ -282,7 +283,8 @@ def _documents(state, cfg, model_file):
         "model": net.name, "model_file": model_file,
         "load_options": _json_options(cfg.load_options), "clock_mhz": clock,
         "input": {"port": "i", "tensor": state.input,
-                  **_port(net, net.input, top.in_layout["data"].shape.length)},
+                  **_port(net, net.input, top.in_layout["data"].shape.length),
+                  "registered": registered_input(plan.engines, plan.folds)},
         "output": {"port": "o", "tensor": state.output,
                    **_port(net, net.output, top.out_layout["data"].shape.length)},
         "host": {"input_name": net.input_name, "input_shape": list(net.input_shape),

@@ -146,6 +146,15 @@ def wire_edges(engines, folds) -> set:
             and (x.producer or x.reader).registered_ports}
 
 
+def registered_input(engines, folds) -> bool:
+    """Whether the accelerator's input stream is one wire edge (``wire_edges``) into an
+    engine with registered ports: its ready is then a register and its input goes into
+    registers only, so the host link feeds it with no skid buffer (``qloom.hw.link.Link``,
+    the manifest's ``input.registered``)."""
+    inputs = [x for x in _edges(engines, folds) if x.producer is None]
+    return len(inputs) == 1 and inputs[0].key in wire_edges(engines, folds)
+
+
 def edge_features(engines, folds, options) -> dict:
     """The edges' estimate features (``qloom.hw.top.estimate_edge``) charged to the
     engine they feed: every edge between engines, the top-level input's, the output's

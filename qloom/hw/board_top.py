@@ -95,16 +95,26 @@ def ecp5_pll(input_mhz: float, target_mhz: float) -> PLLPlan:
 
 class VerilogAccelerator(wiring.Component):
     """The compiled accelerator (Verilog module ``top``, added to the platform separately)
-    as a component with the qloom stream contract on ``i`` and ``o``."""
+    as a component with the qloom stream contract on ``i`` and ``o``. ``registered_input``:
+    its ``i.ready`` is a register and ``i`` goes into registers only (the manifest's
+    ``input.registered``), so the link feeds it with no skid buffer."""
 
     def __init__(self, input_format: WireFormat, output_format: WireFormat, *,
-                 top: str = "qloom_top", flash: bool = False):
-        self.top = top
+                 top: str = "qloom_top", flash: bool = False, registered_input: bool = False):
+        self.top, self.registered_input = top, bool(registered_input)
         members = {"i": In(stream.Signature(frame_layout(input_format))),
                    "o": Out(stream.Signature(frame_layout(output_format)))}
         if flash:       # weights in SPRAM, loaded from the SPI flash (qloom.hw.spram)
             members["flash"] = Out(SpiSignature())
         super().__init__(members)
+
+    @classmethod
+    def from_manifest(cls, manifest: dict) -> "VerilogAccelerator":
+        """The accelerator a compiled design's ``manifest`` describes."""
+        return cls(WireFormat.from_manifest(manifest["input"]),
+                   WireFormat.from_manifest(manifest["output"]),
+                   top=manifest.get("top", "qloom_top"), flash="flash" in manifest,
+                   registered_input=bool(manifest["input"].get("registered", False)))
 
     def elaborate(self, platform):
         m = Module()
@@ -124,7 +134,9 @@ class VerilogAccelerator(wiring.Component):
 class LinkCore(wiring.Component):
     """UART receiver -> ``Link`` -> ``accelerator`` -> ``Link`` -> UART transmitter, with
     the LEDs. ``clock_hz`` sets the heartbeat (about 1 Hz), the error LED's flash (1/8 to
-    1/4 s) and the link timeout (50 ms without a byte inside a request)."""
+    1/4 s) and the link timeout (50 ms without a byte inside a request). An accelerator
+    whose ``registered_input`` is true (``VerilogAccelerator``) is fed with no skid buffer
+    (``Link``'s ``registered_feed``)."""
 
     def __init__(self, accelerator: wiring.Component, *, input_format: WireFormat,
                  output_format: WireFormat, divisor: int, clock_hz: float):
@@ -147,8 +159,10 @@ class LinkCore(wiring.Component):
         m.submodules.rx = rx = UARTRx(divisor=self.divisor)
         m.submodules.tx = tx = UARTTx(divisor=self.divisor)
         timeout = max(20 * self.divisor, int(self.clock_hz * 0.05))
-        m.submodules.link = link = Link(input_format=self.input_format,
-                                        output_format=self.output_format, timeout=timeout)
+        m.submodules.link = link = Link(
+            input_format=self.input_format, output_format=self.output_format,
+            timeout=timeout,
+            registered_feed=getattr(self.accelerator, "registered_input", False))
         m.submodules.accelerator = acc = self.accelerator
         m.d.comb += [rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx),
                      link.rx_error.eq(rx.error)]
@@ -267,8 +281,8 @@ def link_core_verilog(manifest: dict, *, divisor: int = 4, clock_hz: float = 1e5
     ``rst``, ``uart_rx``, ``uart_tx``, ``led_beat``, ``led_error``. A small ``divisor`` and
     ``clock_hz`` keep the UART and the timeout short in simulation."""
     from amaranth.back import verilog
-    fin = WireFormat.from_manifest(manifest["input"])
-    fout = WireFormat.from_manifest(manifest["output"])
-    core = LinkCore(VerilogAccelerator(fin, fout, top=manifest.get("top", "qloom_top")),
-                    input_format=fin, output_format=fout, divisor=divisor, clock_hz=clock_hz)
+    acc = VerilogAccelerator.from_manifest(manifest)
+    core = LinkCore(acc, input_format=WireFormat.from_manifest(manifest["input"]),
+                    output_format=WireFormat.from_manifest(manifest["output"]),
+                    divisor=divisor, clock_hz=clock_hz)
     return verilog.convert(core, name=name)

@@ -41,11 +41,13 @@ class Link(wiring.Component):
     pulses (one cycle late) whenever an error reply is queued, for an LED. ``timeout`` is the number of
     idle clock cycles after which a half-received request is dropped (at least; counted in
     steps of ``2**(bits // 2)`` cycles, ``bits`` the width of ``timeout - 1``: 2,048 cycles
-    for 50 ms at 50 MHz).
+    for 50 ms at 50 MHz). ``registered_feed``: the accelerator's ``i.ready`` is a register
+    and its input goes into registers only (``qloom.flows.plan.registered_input``), so
+    ``feed`` needs no skid buffer.
     """
 
     def __init__(self, *, input_format: WireFormat, output_format: WireFormat,
-                 timeout: int = 1 << 20):
+                 timeout: int = 1 << 20, registered_feed: bool = False):
         for name, fmt in (("Input format", input_format), ("Output format", output_format)):
             if not isinstance(fmt, WireFormat):
                 raise TypeError(f"{name} must be a WireFormat, not {fmt!r}")
@@ -55,6 +57,7 @@ class Link(wiring.Component):
         if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
             raise TypeError(f"Timeout must be a positive integer, not {timeout!r}")
         self.input_format, self.output_format, self.timeout = input_format, output_format, timeout
+        self.registered_feed = bool(registered_feed)
         super().__init__({
             "i": In(stream.Signature(8)), "o": Out(stream.Signature(8)),
             "feed": Out(stream.Signature(frame_layout(input_format))),
@@ -70,11 +73,17 @@ class Link(wiring.Component):
         # the accelerator's output skid buffer -> back was the critical path, 19.4 of 25.2
         # ns routing), nor from a FIFO's level into the receiver's word counter (its state
         # -> the feed FIFO's ready -> the counter's enable, the jet tagger's next one).
-        m.submodules.feed_skid = feed_skid = SkidBuffer(shape=frame_layout(fin))
+        # A registered feed (see the class) is the word register itself: a skid buffer
+        # there only moved the critical path to its own enables (TFC-w1a1 at II 1 on the
+        # ECP5-85F: i.ready to 1,568 flip-flops' muxes, 9.35 ns routed).
+        feed = self.feed
+        if not self.registered_feed:
+            m.submodules.feed_skid = feed_skid = SkidBuffer(shape=frame_layout(fin))
+            wiring.connect(m, feed_skid.o, wiring.flipped(self.feed))
+            feed = feed_skid.i
         m.submodules.result_skid = result_skid = SkidBuffer(shape=frame_layout(fout))
-        wiring.connect(m, feed_skid.o, wiring.flipped(self.feed))
         wiring.connect(m, wiring.flipped(self.result), result_skid.i)
-        feed, result = feed_skid.i, result_skid.o
+        result = result_skid.o
         # The request is buffered as bytes (one block RAM even for wide, shallow frames);
         # words are assembled from it while feeding, two cycles a byte.
         m.submodules.buffer = buffer = Memory(shape=unsigned(8), depth=fin.frame_bytes,
@@ -382,16 +391,18 @@ def shift_copies(fmt: WireFormat) -> int:
     return groups if groups > 1 else 0
 
 
-def estimate(input_format: WireFormat, output_format: WireFormat, family: Family):
+def estimate(input_format: WireFormat, output_format: WireFormat, family: Family, *,
+             registered_feed: bool = False):
     """The board top's share beside the accelerator (:class:`qloom.hw.estimate.Resources`,
-    calibrated): the fixed part, the skid buffers on both accelerator streams, the word
+    calibrated): the fixed part, the skid buffers on the accelerator streams (none on a
+    registered feed, see ``Link``), the word
     assembled from the request's bytes, the reply's byte select, and the request buffer
     (``frame_bytes`` bytes, placed by Yosys' own rule: a CNV frame of 3,072 bytes takes
     two DP16KD or six SB_RAM40_4K)."""
     f = Features("link")
     f.add("lut", "fixed", FIXED_LUT)
     f.add("ff", "fixed", FIXED_FF)
-    for fmt in (input_format, output_format):
+    for fmt in (output_format,) if registered_feed else (input_format, output_format):
         ff, lut = skid_cost(fmt.data_bits + 1)
         f.add("ff", "skid", ff)
         f.add("lut", "skid", lut)

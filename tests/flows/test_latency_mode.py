@@ -136,3 +136,17 @@ def test_report_fold_file_rebuilds_the_folding(tmp_path):
     assert [(r["name"], r["engine"], r["fold"]) for r in again.report["layers"]] == \
         [(r["name"], r["engine"], r["fold"]) for r in first.report["layers"]]
     assert again.report["fold_file"] == first.report["fold_file"]
+
+
+def test_manifest_says_whether_the_input_is_registered(tmp_path):
+    """An unrolled chain at the input takes it into registers with a register for ready:
+    the manifest says so, and the board's link then feeds it with no skid buffer."""
+    import json
+    from qloom.flows.compile import compile_model
+    from qloom.hw.board_top import VerilogAccelerator
+    net = multibit_mlp()
+    for latency, want in ((True, True), (False, False)):
+        design = compile_model(net, tmp_path / str(latency), latency=latency)
+        manifest = json.loads((design.out_dir / "manifest.json").read_text())
+        assert manifest["input"]["registered"] is want
+        assert VerilogAccelerator.from_manifest(manifest).registered_input is want

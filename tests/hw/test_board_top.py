@@ -224,6 +224,26 @@ def test_board_top_cocotb_real_model(tmp_path):
     _check_replies(reply, list(expected), corrupt_at=4, fmt=fout)
 
 
+@pytest.mark.slow
+def test_board_top_cocotb_latency_mode(tmp_path):
+    """The jet tagger unrolled (``--latency``): its input is registered, so the link feeds
+    it with no skid buffer; ten frames bit exact through the UART, one corrupted."""
+    import qloom
+    from qloom.flows.host import reference
+    model = Path(__file__).resolve().parents[2] / "examples" / "models" / "jettagging_w6a6.onnx"
+    design = qloom.compile(str(model), tmp_path / "out", latency=True)
+    manifest = json.loads((design.out_dir / "manifest.json").read_text())
+    assert manifest["input"]["registered"]
+    fin = WireFormat.from_manifest(manifest["input"])
+    fout = WireFormat.from_manifest(manifest["output"])
+    rng = np.random.default_rng(8)
+    features = rng.normal(0, 1, size=(10, *manifest["host"]["input_shape"][1:]))
+    codes_in, expected, _ = reference(design.out_dir, features.astype(np.float32))
+    requests = _requests(list(codes_in), corrupt_at=3, fmt=fin)
+    reply = run_board_sim(design.out_dir, requests, tmp_path / "sim")
+    _check_replies(reply, list(expected), corrupt_at=3, fmt=fout)
+
+
 try:
     import cocotb
     from cocotb.clock import Clock

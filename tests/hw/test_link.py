@@ -82,10 +82,11 @@ def test_link_validation():
         Link(input_format=IN_FMT, output_format=OUT_FMT, timeout=0)
 
 
-def run_link(chunks, *, timeout=200, acc_stall=0.3):
+def run_link(chunks, *, timeout=200, acc_stall=0.3, registered_feed=False):
     """Drive ``chunks`` (bytes, or an int: that many idle cycles) into a Link whose
     accelerator is ``ref_accelerator`` in Python; return (replies, frames fed)."""
-    dut = Link(input_format=IN_FMT, output_format=OUT_FMT, timeout=timeout)
+    dut = Link(input_format=IN_FMT, output_format=OUT_FMT, timeout=timeout,
+               registered_feed=registered_feed)
     rng = random.Random(1)
     reply_bytes, fed = [], []
 
@@ -140,7 +141,8 @@ def run_link(chunks, *, timeout=200, acc_stall=0.3):
     return replies, fed
 
 
-def test_link_good_and_bad_frames():
+@pytest.mark.parametrize("registered_feed", [False, True])
+def test_link_good_and_bad_frames(registered_feed):
     rng = np.random.default_rng(7)
     frames = [rng.integers(0, 16, IN_FMT.elements) for _ in range(3)]
     good = [encode_request(IN_FMT.pack(x)) for x in frames]
@@ -151,7 +153,7 @@ def test_link_good_and_bad_frames():
     wrong_length = encode_request(bytes(7))
     chunks = [good[0], bytes(bad_crc), wrong_length, bytes(bad_payload), good[1],
               good[2][:6], 300, good[2]]
-    replies, fed = run_link(chunks)
+    replies, fed = run_link(chunks, registered_feed=registered_feed)
     expected_status = [Status.OK, Status.BAD_CRC, Status.BAD_LENGTH, Status.BAD_CRC,
                        Status.OK, Status.TIMEOUT, Status.OK]
     assert [status for status, _ in replies] == expected_status
@@ -162,3 +164,31 @@ def test_link_good_and_bad_frames():
     for x, out in zip(frames, outputs):
         assert np.array_equal(out, ref_accelerator(x))
     assert all(p == b"" for s, p in replies if s != Status.OK)
+
+
+def test_registered_feed_has_no_skid_buffer():
+    """A registered feed is the link's own registers (no skid buffer in front of an
+    accelerator whose ready is a register), and the estimate drops that skid buffer."""
+    from amaranth.hdl import Fragment
+    from qloom.hw.estimate import Family, Features, calibrated
+    from qloom.hw.link import estimate
+    from qloom.hw.skid import skid_cost
+
+    def submodules(link):
+        return {sub[1] for sub in Fragment.get(link, None).subfragments}
+
+    assert {"feed_skid", "result_skid"} <= submodules(Link(input_format=IN_FMT,
+                                                            output_format=OUT_FMT))
+    plain = submodules(Link(input_format=IN_FMT, output_format=OUT_FMT, registered_feed=True))
+    assert "result_skid" in plain and "feed_skid" not in plain
+    fmt = WireFormat(lanes=784, element_bits=1, signed=False, elements=784)
+    for family in (Family.ICE40, Family.ECP5):
+        skid = estimate(fmt, OUT_FMT, family)
+        plain = estimate(fmt, OUT_FMT, family, registered_feed=True)
+        feed = Features("link")
+        ff, lut = skid_cost(fmt.data_bits + 1)
+        feed.add("ff", "skid", ff)
+        feed.add("lut", "skid", lut)
+        want = calibrated(feed, family)
+        assert want.ff > 1000
+        assert abs(skid.ff - plain.ff - want.ff) <= 1 and abs(skid.lut - plain.lut - want.lut) <= 1
