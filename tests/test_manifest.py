@@ -24,6 +24,7 @@ def test_round_trip(tmp_path):
     ({"top": 3}, r"'top' is 3, not a valid str"),
     ({"clock_mhz": "fast"}, r"'clock_mhz' is 'fast', not a valid number"),
     ({"input": dict(PORT, lanes=True)}, r"'input.lanes' is True, not a valid int"),
+    ({"input": dict(PORT, registered="yes")}, r"'input.registered' is 'yes', not a valid bool"),
     ({"output": None}, r"'output' is None, not a valid dict"),
     ({"rtl": "a.v"}, r"'rtl' is 'a.v', not a valid list"),
     ({"rtl": ["a.v", 3]}, r"'rtl' and 'sim_rtl' must list file names"),
