@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..errors import ToolError
 from .ecp5_bram_place import place_brams_in_netlist
+from .ecp5_carry import trim_carry_chains
 from .ecp5_dsp_place import DIES_85F, place_dsps_in_netlist
 from .ecp5_outreg import absorb_in_netlist
 
@@ -365,7 +366,8 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
     .config (ECP5) for the bitstream packer; ``router`` picks nextpnr's router (None: its
     default). On the ECP5, block RAM reads registered in the fabric take the block's own
     output register first (:mod:`qloom.flows.ecp5_outreg`; nextpnr reads
-    ``<netlist>.outreg.json``), and on the 85F die a design using more than a row of DSP
+    ``<netlist>.outreg.json``), carry chains start and end without nextpnr's feed cells
+    (:mod:`qloom.flows.ecp5_carry`), and on the 85F die a design using more than a row of DSP
     blocks has them placed in lane order (:mod:`qloom.flows.ecp5_dsp_place`), one using
     more than a row of block RAMs its ``engines``' blocks (the accelerator's, in stream
     order) engine by engine (:mod:`qloom.flows.ecp5_bram_place`)."""
@@ -375,6 +377,7 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
         moved = Path(netlist).with_suffix(".outreg.json")
         parsed = json.loads(Path(netlist).read_text())
         ports = absorb_in_netlist(parsed)
+        feed_ins, feed_outs = trim_carry_chains(parsed)
         on_85f = device in DIES_85F
         blocks = place_dsps_in_netlist(parsed) if on_85f else 0
         brams = place_brams_in_netlist(parsed, engines) if on_85f and engines else 0
@@ -382,6 +385,8 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
         if not quiet:
             print(f"[qloom] ECP5 block RAM output registers: {ports} read port(s) use the "
                   f"block's own (DP16KD OUTREG)", flush=True)
+            print(f"[qloom] ECP5 carry chains: {feed_ins} feed-in(s) and {feed_outs} feed-out(s) "
+                  f"left out (qloom.flows.ecp5_carry)", flush=True)
             if blocks:
                 print(f"[qloom] ECP5 DSP blocks: {blocks} placed in lane order "
                       f"(qloom.flows.ecp5_dsp_place)", flush=True)
