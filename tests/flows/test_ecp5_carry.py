@@ -113,16 +113,31 @@ def test_the_pass_computes_the_same(netlist):
     # Every adder starts on a constant carry-in; the two compares read their last carry.
     assert feed_ins == len(Adders.CASES) + 1
     assert feed_outs == len(Adders.CASES) + 1 - 2
+    # Both ways are taken (and so proved): chains moved a half up (their last half was
+    # free) and first sum bits moved to a LUT4.
+    cells = gate["modules"]["top"]["cells"]
+    assert sum(1 for c in cells.values() if _shifted(c)) == 4
+    assert sum(1 for name in cells if name.endswith("$qloom_s0")) == 4
     assert _equivalent(gold, gate, build)
 
 
-def test_a_wrong_carry_table_is_caught(netlist):
-    """The proof can fail: one bit of one rewritten first half's carry table flipped."""
+def _shifted(cell) -> bool:
+    """Whether a CCU2C starts a chain the pass moved a half up (its new first half)."""
+    conn = cell["connections"]
+    return cell["type"] == "CCU2C" and conn["C0"] == conn["D0"] == ["1"] \
+        and conn["A0"] == conn["B0"] == ["0"]
+
+
+@pytest.mark.parametrize("shifted", [True, False])
+def test_a_wrong_carry_table_is_caught(netlist, shifted):
+    """The proof can fail: one bit of the carry table of one chain's new first half
+    flipped (a chain moved a half up, or one whose first sum bit went to a LUT4)."""
     gold, build = netlist
     gate = copy.deepcopy(gold)
     trim_carry_chains(gate)
     cell = next(c for c in gate["modules"]["top"]["cells"].values()
-                if c["type"] == "CCU2C" and c["connections"]["CIN"] == ["x"])
+                if c["type"] == "CCU2C" and c["connections"]["CIN"] == ["x"]
+                and _shifted(c) == shifted)
     init = cell["parameters"]["INIT0"]
     cell["parameters"]["INIT0"] = init[:-1] + "10"[int(init[-1])]
     assert not _equivalent(gold, gate, build)
