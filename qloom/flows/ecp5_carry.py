@@ -21,7 +21,11 @@ tagger: 43,400):
   unread, that is all. Otherwise, where the chain's last half is free (an odd width: its
   sum and carry out unread), every half moves one up and the new first half's LUT2 is
   ``c``; else the first sum bit, ``P ^ c``, moves to a LUT4 of its own. So nothing or one
-  LUT4 instead of two feed-in cells.
+  LUT4 instead of two feed-in cells;
+- a chain whose ``CIN`` comes from logic (the binary compressor's ``a + b + r``) and whose
+  last half is free moves up a half behind a first half that takes that bit in on A0
+  (LUT4 0, LUT2 A0: nextpnr's feed-in, in the chain's own cell). Without a free half
+  nextpnr's feed-in costs the same as a new cell, so such a chain is left to it.
 
 All of it is exact: a connection nothing reads is removed, and the same carries and sums
 are computed for the same constant (``tests/flows/test_ecp5_carry.py`` proves it with
@@ -87,14 +91,18 @@ def _chain(cells: dict, first: str, by_cin: dict) -> list[str]:
         chain.append(by_cin[cout])
 
 
-def _shift(cells: dict, chain: list[str], carry_in: int):
+def _shift(cells: dict, chain: list[str], carry_in):
     """Move every half of ``chain`` one half up (its last half is free) and put a first
     half in front that carries ``carry_in`` out whatever comes in: LUT4 0 (inputs C0 and
-    D0 tied high: it reads the all-zero top of INIT0), LUT2 ``carry_in``."""
+    D0 tied high: it reads the all-zero top of INIT0), LUT2 ``carry_in``, a constant 0 or
+    1 or a net's bit (then on A0, and the LUT2 is A0, as in nextpnr's feed-in)."""
     halves = [_half(cells[name], j) for name in chain for j in (0, 1)]
-    first = {"pins": [["0"], ["0"], ["1"], ["1"]], "sum": ["x"],
-             "init": _init(lambda i: i < 4 and carry_in), "inject": "NO"}
-    halves = [first] + halves[:-1]
+    if isinstance(carry_in, list):
+        first = {"pins": [carry_in, ["0"], ["1"], ["1"]], "init": _init(lambda i: i in (1, 3))}
+    else:
+        first = {"pins": [["0"], ["0"], ["1"], ["1"]],
+                 "init": _init(lambda i: i < 4 and carry_in)}
+    halves = [first | {"sum": ["x"], "inject": "NO"}] + halves[:-1]
     for k, half in enumerate(halves):
         _set_half(cells[chain[k // 2]], k % 2, half)
     cells[chain[0]]["connections"]["CIN"] = ["x"]
@@ -141,18 +149,27 @@ def trim_carry_chains(netlist: dict) -> tuple[int, int]:
             if isinstance(cout, int) and not sinks.get(cout):
                 conn["COUT"] = ["x"]
                 feed_outs += 1
+        couts = {cells[name]["connections"].get("COUT", ["x"])[0] for name in carries}
         for name in carries:
             cell = cells[name]
             cin = cell["connections"].get("CIN", ["x"])[0]
-            if cin not in ("0", "1"):
-                continue
+            if cin in couts or not (isinstance(cin, int) or cin in ("0", "1")):
+                continue                    # inside a chain, or no carry in
             chain = _chain(cells, name, by_cin)
             last = cells[chain[-1]]
+            free = last["connections"].get("COUT", ["x"]) == ["x"] \
+                and not _read(last["connections"].get("S1", ["x"]), sinks)
+            if isinstance(cin, int):
+                # A carry in from logic: moved up behind a half that takes it in, where
+                # that costs no cell (else nextpnr's feed-in does the same).
+                if free:
+                    _shift(cells, chain, [cin])
+                    feed_ins += 1
+                continue
             half = _half0(cell)
             if half is not None and not _read(cell["connections"].get("S0", ["x"]), sinks):
                 _absorb_carry_in(cells, name, half, int(cin), sinks)
-            elif last["connections"].get("COUT", ["x"]) == ["x"] \
-                    and not _read(last["connections"].get("S1", ["x"]), sinks):
+            elif free:
                 _shift(cells, chain, int(cin))
             elif half is not None:
                 _absorb_carry_in(cells, name, half, int(cin), sinks)

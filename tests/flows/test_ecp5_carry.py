@@ -22,7 +22,8 @@ from qloom.flows.ecp5_carry import trim_carry_chains
 class Adders(wiring.Component):
     """Combinational sums, differences and compares of several widths and signednesses
     (Yosys maps those over 4 bits to CCU2C chains), a sum with a shifted operand, an
-    increment, a negation and a compare against a constant."""
+    increment, a negation, a compare against a constant, and two sums whose carry-in is a
+    bit (as the binary compressor's), one with a free last half, one without."""
 
     CASES = [(5, 5, False, "+"), (6, 9, True, "+"), (7, 7, False, "-"), (8, 12, True, "-"),
              (10, 3, False, "+"), (16, 16, True, "+"), (15, 11, True, "-"),
@@ -30,7 +31,8 @@ class Adders(wiring.Component):
 
     def __init__(self):
         ports = {"s": In(12), "ys": Out(14), "c": In(9), "inc": Out(10), "neg": Out(signed(10)),
-                 "ge": Out(1)}
+                 "ge": Out(1), "p": In(8), "q": In(8), "r": In(1), "odd": Out(9),
+                 "u": In(7), "v": In(7), "even": Out(8)}
         for k, (wa, wb, is_signed, op) in enumerate(self.CASES):
             shape = signed if is_signed else unsigned
             ports |= {f"a{k}": In(shape(wa)), f"b{k}": In(shape(wb)),
@@ -44,7 +46,8 @@ class Adders(wiring.Component):
             m.d.comb += getattr(self, f"y{k}").eq(a + b if op == "+" else a - b if op == "-"
                                                    else a < b)
         m.d.comb += [self.ys.eq(self.s + (self.s << 1)), self.inc.eq(self.c + 1),
-                     self.neg.eq(-self.c), self.ge.eq(self.c >= 300)]
+                     self.neg.eq(-self.c), self.ge.eq(self.c >= 300),
+                     self.odd.eq(self.p + self.q + self.r), self.even.eq(self.u + self.v + self.r)]
         return m
 
 
@@ -109,41 +112,51 @@ def _equivalent(gold: dict, gate: dict, build) -> bool:
     return "SUCCESS" in (build / "miter.log").read_text()
 
 
+def _moved_up(cell) -> str | None:
+    """How the pass moved the chain that starts at this CCU2C up a half: behind a first
+    half that makes a constant carry (``"constant"``) or takes the carry in from logic on
+    A0 (``"logic"``); None when it did not."""
+    conn = cell["connections"]
+    if cell["type"] != "CCU2C" or conn["CIN"] != ["x"] or conn["C0"] != ["1"] \
+            or conn["D0"] != ["1"] or conn["B0"] != ["0"]:
+        return None
+    if conn["A0"] == ["0"]:
+        return "constant"
+    return "logic" if cell["parameters"]["INIT0"] == "0000000000001010" else None
+
+
 def test_the_pass_computes_the_same(netlist):
     gold, build = netlist
     gate = copy.deepcopy(gold)
     feed_ins, feed_outs = trim_carry_chains(gate)
-    # Every chain starts on a constant carry-in; the three compares read their last carry.
-    chains = len(Adders.CASES) + 4
-    assert feed_ins == chains
+    # 15 chains: all but two start on a constant carry-in, and of those two (a bit for
+    # carry-in) the one with a free last half moves up; the three compares read their last
+    # carry.
+    chains = len(Adders.CASES) + 6
+    assert feed_ins == chains - 1
     assert feed_outs == chains - 3
     # Both ways are taken (and so proved): chains moved a half up (their last half was
     # free) and first sum bits moved to a LUT4.
     cells = gate["modules"]["top"]["cells"]
-    assert sum(1 for c in cells.values() if _shifted(c)) == 4
+    kinds = [_moved_up(c) for c in cells.values()]
+    assert (kinds.count("constant"), kinds.count("logic")) == (4, 1)
     assert sum(1 for name in cells if name.endswith("$qloom_s0")) == 4
     assert _equivalent(gold, gate, build)
 
 
-def _shifted(cell) -> bool:
-    """Whether a CCU2C starts a chain the pass moved a half up (its new first half)."""
-    conn = cell["connections"]
-    return cell["type"] == "CCU2C" and conn["C0"] == conn["D0"] == ["1"] \
-        and conn["A0"] == conn["B0"] == ["0"]
-
-
-@pytest.mark.parametrize("shifted", [True, False])
-def test_a_wrong_carry_table_is_caught(netlist, shifted):
+@pytest.mark.parametrize("kind", ["constant", "logic", "sum LUT4"])
+def test_a_wrong_carry_table_is_caught(netlist, kind):
     """The proof can fail: one bit of the carry table of one chain's new first half
-    flipped, the one read when both its inputs are 0 (a chain moved a half up, or an
-    adder of two signals whose first sum bit went to a LUT4)."""
+    flipped, the one read when both its inputs are 0 (a chain moved up behind a constant
+    carry or a carry from logic, or an adder of two signals whose first sum bit went to a
+    LUT4)."""
     gold, build = netlist
     gate = copy.deepcopy(gold)
     trim_carry_chains(gate)
     cell = next(c for c in gate["modules"]["top"]["cells"].values()
                 if c["type"] == "CCU2C" and c["connections"]["CIN"] == ["x"]
-                and (_shifted(c) if shifted else
-                     all(isinstance(c["connections"][p][0], int) for p in ("A0", "B0"))))
+                and (_moved_up(c) == kind if kind != "sum LUT4" else _moved_up(c) is None
+                     and all(isinstance(c["connections"][p][0], int) for p in ("A0", "B0"))))
     init = cell["parameters"]["INIT0"]
     cell["parameters"]["INIT0"] = init[:-1] + "10"[int(init[-1])]
     assert not _equivalent(gold, gate, build)
