@@ -1,8 +1,9 @@
 # amaranth: UnusedElaboratable=no
 """The ECP5 carry-chain pass (qloom.flows.ecp5_carry): Yosys' SAT solver proves that a
-synthesized netlist of adders, subtractors and compares computes the same after the pass
-(with the chains' carry-ins left free), a changed carry table is caught, and nextpnr packs
-the result into fewer cells by exactly the feed cells it no longer builds."""
+synthesized netlist of adders, subtractors, compares and sums with a carry-in bit computes
+the same after the pass (with the chains' carry-ins left free), a changed carry table is
+caught, and nextpnr packs the result into fewer cells by exactly the feed cells it no
+longer builds."""
 
 import copy
 import json
@@ -206,7 +207,7 @@ def _module(*cells, outputs=(20, 21)):
 
 
 @pytest.mark.parametrize("why, cell, counts", [
-    ("a carry-in from logic needs nextpnr's feed-in", _ccu2c(5, 30), (0, 1)),
+    ("a carry-in from logic, no free half: nextpnr's feed-in", _ccu2c(5, 30), (0, 1)),
     ("a sum through INJECT1_0", _ccu2c("0", 30, INJECT1_0="YES"), (0, 1)),
     ("C0 and D0 both 0: the LUT4 would read the carry table", _ccu2c("0", 30, D0=["0"]),
      (0, 1)),
