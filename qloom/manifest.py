@@ -7,9 +7,9 @@ The manifest is a JSON object: ``format`` (this module's ``FORMAT``), ``qloom_ve
 synthesis and for simulation only), ``model_file`` and ``load_options`` (how to load the
 model again), ``clock_mhz``, ``input`` and ``output`` (the stream ports: ``lanes``,
 ``element_bits``, ``payload_bits``, ``last_bit``, ``words_per_frame``,
-``elements_per_frame``, ``dtype``, ...; the input's ``registered``: its ready is a register
-and it goes into registers only, so the board's link feeds it with no skid buffer), ``host`` (what a host driver needs to quantize
-inputs and dequantize outputs), ``layers``, ``ideal_ii_cycles``, ``board`` and, when
+``elements_per_frame``, ``dtype``, ...; the input's ``registered``, see
+``input_registered``), ``host`` (what a host driver needs to quantize inputs and
+dequantize outputs), ``layers``, ``ideal_ii_cycles``, ``board`` and, when
 weights are in SPRAM, ``flash`` (``image``: the file relative to OUT, ``offset``: its
 byte address in the board's SPI flash; see ``qloom.hw.spram``).
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .errors import QloomError
 
-__all__ = ["FORMAT", "ManifestError", "read_manifest", "write_manifest", "is_design"]
+__all__ = ["FORMAT", "ManifestError", "read_manifest", "write_manifest", "is_design",
+           "input_registered"]
 
 FORMAT = 1
 NAME = "manifest.json"
@@ -64,11 +65,18 @@ def _check(manifest, path: Path, ports: bool):
             value = manifest[side].get(key)
             if not isinstance(value, kind) or isinstance(value, bool):
                 raise _bad(path, f"{side}.{key}", value, kind)
-    registered = manifest.get("input", {}).get("registered", False)
+    registered = input_registered(manifest)
     if not isinstance(registered, bool):
         raise _bad(path, "input.registered", registered, bool)
     if not all(isinstance(name, str) for name in manifest["rtl"] + manifest.get("sim_rtl", [])):
         raise ManifestError(f"{path}: 'rtl' and 'sim_rtl' must list file names")
+
+
+def input_registered(manifest: dict) -> bool:
+    """The input's ``registered``: its ready is a register and it goes into registers
+    only, so the board's link feeds it with no skid buffer (false when absent, as in
+    manifests from before it)."""
+    return manifest.get("input", {}).get("registered", False)
 
 
 def read_manifest(out_dir, *, ports: bool = False) -> dict:

@@ -23,9 +23,8 @@ from pathlib import Path
 from ..boards import Board, Family, Resources, get_board
 from ..boards.board import CELL_FILL
 from ..errors import QloomError, ToolError
-from ..manifest import read_manifest
-from ..hw.board_top import (BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll,
-                             manifest_registered_input)
+from ..manifest import input_registered, read_manifest
+from ..hw.board_top import BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll
 from ..hw.protocol import WireFormat
 from ..hw.uart import divisor_for
 from . import outdir, synth
@@ -102,7 +101,7 @@ def link_share(manifest: dict, board: Board) -> Resources:
     return link.estimate(WireFormat.from_manifest(manifest["input"]),
                          WireFormat.from_manifest(manifest["output"]),
                          Family.of(board.family.value),
-                         registered_feed=manifest_registered_input(manifest))
+                         registered_feed=input_registered(manifest))
 
 
 def fit_check(report: dict | None, board: Board, manifest: dict) -> dict:

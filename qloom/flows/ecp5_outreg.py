@@ -26,8 +26,9 @@ depth) keep ``NOREG`` and their timing; the pass never changes what the design c
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
+
+from .yosys_json import int_parameter, readers
 
 __all__ = ["absorb_output_registers", "absorb_in_netlist"]
 
@@ -38,31 +39,6 @@ __all__ = ["absorb_output_registers", "absorb_in_netlist"]
 _TRUE_DUAL = [(("DOA",), "CLKA", ("OCEA",), ("REGMODE_A",)),
               (("DOB",), "CLKB", ("OCEB",), ("REGMODE_B",))]
 _PSEUDO_DUAL = [(("DOA", "DOB"), "CLKB", ("OCEA", "OCEB"), ("REGMODE_A", "REGMODE_B"))]
-
-
-def _number(value) -> int:
-    """A Yosys JSON parameter as an integer (written as a binary string)."""
-    text = str(value).strip()
-    return int(text, 2) if text and set(text) <= {"0", "1"} else int(text)
-
-
-def _sinks(module: dict) -> dict:
-    """Every reader of every net bit: ``(cell name, port)``, or ``(None, port)`` for a
-    module output."""
-    sinks = defaultdict(list)
-    for name, cell in module.get("cells", {}).items():
-        directions = cell.get("port_directions", {})
-        for port, bits in cell["connections"].items():
-            if directions.get(port) != "output":
-                for bit in bits:
-                    if isinstance(bit, int):
-                        sinks[bit].append((name, port))
-    for port, info in module.get("ports", {}).items():
-        if info["direction"] != "input":
-            for bit in info["bits"]:
-                if isinstance(bit, int):
-                    sinks[bit].append((None, port))
-    return sinks
 
 
 def _enable(ff: dict):
@@ -91,12 +67,12 @@ def absorb_in_netlist(netlist: dict) -> int:
     changed = 0
     for module in netlist.get("modules", {}).values():
         cells = module.get("cells", {})
-        sinks = _sinks(module)
+        sinks = readers(module)
         for cell in list(cells.values()):
             if cell["type"] != "DP16KD":
                 continue
             conn, params = cell["connections"], cell["parameters"]
-            pseudo = _number(params.get("DATA_WIDTH_A", 18)) == 36
+            pseudo = int_parameter(params.get("DATA_WIDTH_A", 18)) == 36
             for data, clock, oces, regmodes in _PSEUDO_DUAL if pseudo else _TRUE_DUAL:
                 # Without the output register the output clock enable does nothing, and
                 # Yosys ties it either way.
@@ -141,12 +117,12 @@ def _registers(cells, sinks, conn, prefixes, clock) -> dict | None:
     for port, bits in conn.items():
         if not any(port.startswith(p) and port[len(p):].isdigit() for p in prefixes):
             continue
-        readers = sinks.get(bits[0], []) if isinstance(bits[0], int) else []
-        if not readers:
+        users = sinks.get(bits[0], []) if isinstance(bits[0], int) else []
+        if not users:
             continue
-        if len(readers) != 1:
+        if len(users) != 1:
             return None
-        name, pin = readers[0]
+        name, pin = users[0]
         if name is None or pin != "DI" or not _plain_register(cells[name], clock):
             return None
         registers[port] = name

@@ -17,13 +17,14 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
+from ..manifest import input_registered
 from .link import Link, frame_layout
 from .protocol import WireFormat
 from .spram import SpiSignature
 from .uart import UARTRx, UARTTx, check_divisor, divisor_for
 
 __all__ = ["PLLPlan", "ice40_pll", "ecp5_pll", "VerilogAccelerator", "LinkCore", "BoardTop",
-           "link_core_verilog", "manifest_registered_input"]
+           "link_core_verilog"]
 
 
 @dataclass(frozen=True)
@@ -93,12 +94,6 @@ def ecp5_pll(input_mhz: float, target_mhz: float) -> PLLPlan:
         "CLKOP_CPHASE": op_div - 1, "CLKOP_FPHASE": 0})
 
 
-def manifest_registered_input(manifest: dict) -> bool:
-    """The manifest's ``input.registered`` (``qloom.manifest`` checks it; false when absent,
-    as in manifests from before it)."""
-    return manifest["input"].get("registered", False)
-
-
 class VerilogAccelerator(wiring.Component):
     """The compiled accelerator (Verilog module ``top``, added to the platform separately)
     as a component with the qloom stream contract on ``i`` and ``o``. ``registered_input``:
@@ -120,7 +115,7 @@ class VerilogAccelerator(wiring.Component):
         return cls(WireFormat.from_manifest(manifest["input"]),
                    WireFormat.from_manifest(manifest["output"]),
                    top=manifest.get("top", "qloom_top"), flash="flash" in manifest,
-                   registered_input=manifest_registered_input(manifest))
+                   registered_input=input_registered(manifest))
 
     def elaborate(self, platform):
         m = Module()
