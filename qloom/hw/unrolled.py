@@ -11,9 +11,11 @@ threshold unit compares against constants. Bipolar inputs enter as their codes `
 (inversions) and a constant.
 
 Pipeline: node ``n`` ends ``depth(n)`` logic levels after the inputs (an adder is one
-level, a requantization two, a threshold ``1 + ceil(log2 K)`` and one more with a bias);
-a register bank closes every ``levels_per_stage`` levels and carries each value to the
-last stage that reads it. An operation never straddles a bank. The pipeline runs freely
+level, a requantization one, a half-even one two nodes of one level each (its candidates
+and tie flag, then the select: a bank may close between them), a threshold
+``1 + ceil(log2 K)`` and one more with a bias); a register bank closes every
+``levels_per_stage`` levels and carries each value to the last stage that reads it. An
+operation never straddles a bank. The pipeline runs freely
 (no stall: a global enable to every register of a large unrolled layer would be the
 longest net of the design); a credit counter takes an input only when the output FIFO
 behind the pipeline has room for everything in flight, so the ports keep the stream
@@ -42,7 +44,8 @@ from .csd import AdderGraph, Node, Term
 from .estimate import Features
 from .threshold import ThresholdSpec
 from .types import shape_of
-from .unrolled_ops import GroupSumOp, RequantOp, RequantSpec, ThresholdOp, node_shape
+from .unrolled_ops import (GroupSumOp, RequantOp, RequantSpec, ThresholdOp, TieSelectOp,
+                           node_shape)
 from .weight_mem import delayed
 
 __all__ = ["RequantSpec", "UnrolledLayer", "UnrolledDesign", "UnrolledChain"]
@@ -140,7 +143,10 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
         t = g.dot(terms, positional=one_bit)
         node = g.nodes[t.node]
         if isinstance(post, RequantSpec):
-            t = g.extern(RequantOp(post, node, t.shift), (t,), post.lo, post.hi)
+            op = RequantOp(post, node, t.shift)
+            t = g.extern(op, (t,), *op.range)
+            if op.half_even:
+                t = g.extern(TieSelectOp(op), (t,), post.lo, post.hi)
         elif isinstance(post, ThresholdSpec):
             op = ThresholdOp(post, h, node, t.shift)
             lo, hi = post.out_type.encode([post.out_type.min, post.out_type.max])

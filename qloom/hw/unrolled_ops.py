@@ -19,7 +19,7 @@ from .csd import Node
 from .threshold import ThresholdSpec
 from .types import shape_of
 
-__all__ = ["RequantSpec", "RequantOp", "ThresholdOp", "GroupSumOp", "node_shape"]
+__all__ = ["RequantSpec", "RequantOp", "TieSelectOp", "ThresholdOp", "GroupSumOp", "node_shape"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,30 +81,54 @@ def _shape(lo: int, hi: int):
     return Node("x", lo, hi)
 
 
+def _resized(v: Value, width: int) -> Value:
+    """The low ``width`` bits of ``v``, sign- or zero-extended when it is narrower."""
+    v = Value.cast(v)
+    if len(v) >= width:
+        return v[:width]
+    fill = v[-1] if v.shape().signed else Const(0, 1)
+    return Cat(v, fill.replicate(width - len(v)))
+
+
 class RequantOp:
-    """Floor-shift, half-even tie fix, clamp of ``v = sum + bias + offset``."""
+    """Floor-shift and clamp of ``v = sum + bias + offset``; with half-even rounding its
+    value is both candidates and the tie flag (``packed``), which :class:`TieSelectOp`
+    chooses between a level later, so that a register bank may close between them."""
 
     def __init__(self, spec: RequantSpec, in_node: Node, in_shift: int):
         self.shift, self.rounding, self.lo, self.hi = spec.shift, spec.rounding, spec.lo, spec.hi
         self.half_even = spec.rounding is Rounding.HALF_EVEN and spec.shift > 0
-        self.levels = 2 if self.half_even else 1
+        self.levels = 1
         q_lo = (in_node.lo << in_shift) >> spec.shift
         q_hi = (in_node.hi << in_shift) >> spec.shift
         self.q_bits = _shape(q_lo - 1, q_hi).bits
         self.clamp_lo, self.clamp_hi = q_lo - 1 < spec.lo, q_hi > spec.hi
-        # The tie fix's subtraction, the clamp's compares and the output's selects (with
+        self.out_shape = node_shape(_shape(spec.lo, spec.hi))
+        # The tie fix's subtraction, the clamp's compares and the candidates' selects (with
         # the tie fix the compares are made twice, on q and on q - 1, see build; measured,
         # the jet tagger's chain took 4% fewer LUT4s than with the fix in series, so this
-        # count is kept).
-        self.luts = (self.q_bits * (self.half_even + self.clamp_lo + self.clamp_hi)
-                     + _shape(spec.lo, spec.hi).bits)
+        # count is kept, the final select's LUT4s now counted by TieSelectOp).
+        self.luts = self.q_bits * (self.half_even + self.clamp_lo + self.clamp_hi)
+        if not self.half_even:
+            self.luts += self.out_shape.width
+
+    @property
+    def range(self) -> tuple[int, int]:
+        """The node's value range: the clamp's, or the packed candidates' and flag's."""
+        if self.half_even:
+            return 0, (1 << (2 * self.out_shape.width + 1)) - 1
+        return self.lo, self.hi
 
     def evaluate(self, v):
         q = v >> self.shift
-        if self.half_even:
-            tie = (v & ((1 << self.shift) - 1)) == 0
-            q = q - (tie & (q & 1 == 1))
-        return np.clip(q, self.lo, self.hi)
+        if not self.half_even:
+            return np.clip(q, self.lo, self.hi)
+        width = self.out_shape.width
+        mask = (1 << width) - 1
+        tie = ((v & ((1 << self.shift) - 1)) == 0) & (q & 1 == 1)
+        return ((np.clip(q, self.lo, self.hi) & mask)
+                | ((np.clip(q - 1, self.lo, self.hi) & mask) << width)
+                | (tie.astype(np.int64) << 2 * width))
 
     def build(self, v: Value) -> Value:
         q = v >> self.shift
@@ -125,8 +149,33 @@ class RequantOp:
         # The tie fix (q - 1 on a tie at an odd q) chooses last between both clamps: the
         # jet tagger's first layer had the tie's LUT tree, the subtraction, a compare and
         # the select in series (14 cells, the deepest logic of its unrolled chain).
-        tie = v.as_unsigned()[:self.shift] == 0
-        return Mux(tie & q[0], clamped(q - 1, 1), clamped(q, 0))
+        width = self.out_shape.width
+        tie = (v.as_unsigned()[:self.shift] == 0) & q[0]
+        return Cat(_resized(clamped(q, 0), width), _resized(clamped(q - 1, 1), width), tie)
+
+
+class TieSelectOp:
+    """The half-even requantization's last level: the candidate its tie flag chooses
+    (the value of :meth:`RequantOp.build` with ``half_even``)."""
+
+    levels = 1
+
+    def __init__(self, requant: RequantOp):
+        self.shape = requant.out_shape
+        self.luts = self.shape.width
+
+    def evaluate(self, packed):
+        width = self.shape.width
+        mask = (1 << width) - 1
+        v = np.where((packed >> 2 * width) & 1 == 1, (packed >> width) & mask, packed & mask)
+        if self.shape.signed:
+            v = v - (((v >> (width - 1)) & 1) << width)
+        return v
+
+    def build(self, packed: Value) -> Value:
+        width = self.shape.width
+        # The bits of the chosen candidate: the node's signal gives them its shape.
+        return Mux(packed[2 * width], packed[width:2 * width], packed[:width])
 
 
 class ThresholdOp:

@@ -13,6 +13,7 @@ from amaranth.back import rtlil
 from qloom.hw import unrolled
 from qloom.hw.threshold import ThresholdSpec
 from qloom.hw.unrolled import RequantSpec, UnrolledChain, UnrolledDesign, UnrolledLayer
+from qloom.hw.unrolled_ops import RequantOp
 from qloom.nn.dtypes import BIPOLAR, TERNARY, int_type, uint_type
 from qloom.nn.ir import Dense, MultiThreshold, Requant, Rounding
 from qloom.sim.pysim import run_stream
@@ -29,9 +30,10 @@ def _dense(name, w, w_type, in_type):
     return Dense(name, ("x",), "y", weights=w, w_type=w_type, in_type=in_type)
 
 
-def _requant(name, rng, channels, shift, rounding, in_type, out_type):
+def _requant(name, rng, channels, shift, rounding, in_type, out_type, lo=None):
     return Requant(name, ("y",), "z", bias=rng.integers(-60, 60, size=channels), shift=shift,
-                   rounding=rounding, lo=max(0, out_type.min), hi=out_type.max,
+                   rounding=rounding, lo=max(0, out_type.min) if lo is None else lo,
+                   hi=out_type.max,
                    in_type=in_type, out_type=out_type)
 
 
@@ -120,6 +122,32 @@ def test_one_vector_per_cycle_and_latency(per):
     depth = max(dut.design.graph.nodes[t.node].depth for t in dut.design.outputs)
     # The input register (the chain's port is read by registers only), then the levels.
     assert dut.latency == 1 + -(-depth // per)
+
+
+@pytest.mark.parametrize("per", [1, 2, 3])
+@pytest.mark.parametrize("signed", [False, True])
+def test_half_even_requant_is_two_levels_a_bank_may_split(per, signed):
+    """A half-even requantization is its candidates and tie flag, then the select: one
+    level each, so a register bank may close between them and the latency is the graph's
+    depth in stages, with no level lost to aligning it (signed and unsigned clamps, read
+    by a next layer)."""
+    rng = np.random.default_rng(9)
+    d0 = _dense("d0", rng.integers(-20, 20, size=(6, 11)), int_type(6), uint_type(6))
+    out = int_type(4) if signed else uint_type(4)
+    r0 = _requant("r0", rng, 6, 5, Rounding.HALF_EVEN, d0.acc_type, out,
+                  lo=out.min if signed else None)
+    # Inputs where ties at odd and even quotients and both clamps occur.
+    x = np.concatenate([rng.integers(0, 64, size=(40, 11)), np.zeros((2, 11), int),
+                        np.full((2, 11), 63)])
+    d1 = _dense("d1", rng.integers(-8, 8, size=(3, 6)), int_type(4), out)
+    dut, _ = _run([d0, r0, d1], [_hw(d0, r0), _hw(d1)], x, per=per, fanout=None)
+    d = dut.design
+    depth = max(d.graph.nodes[t.node].depth for t in d.outputs)
+    assert dut.latency == 1 + -(-depth // per)
+    ops = [n for n in d.stage if isinstance(d.graph.nodes[n].info, RequantOp)]
+    assert len(ops) == 6 and all(d.graph.nodes[n].info.half_even for n in ops)
+    if per == 2:
+        assert any(d.stage[n] < d.last_use[n] for n in ops)       # a bank closed between
 
 
 @pytest.mark.parametrize("per", [1, 3])
