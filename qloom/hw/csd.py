@@ -116,6 +116,11 @@ class AdderGraph:
     _consts: dict = field(default_factory=dict, repr=False)
     _sums: dict = field(default_factory=dict, repr=False)     # (a, b) -> the adder node
 
+    def new_scope(self):
+        """Sums made from now on are shared only with each other, not with those before
+        (a cluster of neurons built apart from the rest, see ``qloom.hw.unrolled``)."""
+        self._sums = {}
+
     def _new(self, node: Node) -> Term:
         self.nodes.append(node)
         return Term(len(self.nodes) - 1)

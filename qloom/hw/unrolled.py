@@ -103,8 +103,11 @@ class UnrolledLayer:
 
 # --- The graph, its schedule and its cost ---------------------------------------------------
 
-def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
-    """The output terms (codes of ``layer.out_type``) for input code terms ``codes``."""
+def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
+                 cluster: int | None = None) -> list:
+    """The output terms (codes of ``layer.out_type``) for input code terms ``codes``; the
+    products and sums of a layer that is not a popcount are shared within clusters of
+    ``cluster`` neurons only (None: the whole layer)."""
     w = layer.weights
     if layer.in_type.bipolar:               # value = 2 * code - 1
         w_eff, const = 2 * w, -w.sum(axis=1)
@@ -119,11 +122,15 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer) -> list:
         # A one-bit lane's value is its bit, or minus it for a signed lane ({-1, 0}).
         signs = np.array([-1 if g.nodes[t.node].signed else 1 for t in codes])
         popcounts = popcount_terms(g, codes, w_eff * signs[None, :])
-    products = None if popcounts else [g.products(codes[j], w_eff[:, j])
-                                       for j in range(layer.mw)]
-    groups = {}
+    size = cluster or layer.mh
     outs = []
     for h in range(layer.mh):
+        if not popcounts and h % size == 0:
+            if h:
+                g.new_scope()
+            rows = w_eff[h:h + size]
+            products = [g.products(codes[j], rows[:, j]) for j in range(layer.mw)]
+            groups = {}
         if popcounts:
             t, offset = popcounts[h]
             const_h = int(const[h]) + offset
@@ -234,10 +241,13 @@ class UnrolledDesign:
     in the output register (one per stage). ``fanout``: readers beyond which a value is
     broadcast (see ``BROADCAST_READERS``; None: never); ``taps[(reader, n)] = (k, group)``:
     the reader of broadcast value ``n`` reads its ``k``-th register in copy ``group``
-    (group 0 is the register chain every other reader reads).
+    (group 0 is the register chain every other reader reads). ``cluster``: neurons per
+    group sharing products and sums (None: a whole layer), so that the nets of a
+    group stay among its own cells.
     """
 
-    def __init__(self, layers, levels_per_stage: int, fanout: int | None = BROADCAST_READERS):
+    def __init__(self, layers, levels_per_stage: int, fanout: int | None = BROADCAST_READERS,
+                 cluster: int | None = None):
         layers = list(layers)
         if not layers:
             raise ValueError("An unrolled chain needs at least one layer")
@@ -257,14 +267,18 @@ class UnrolledDesign:
         if fanout is not None and (not isinstance(fanout, int) or isinstance(fanout, bool)
                                    or fanout < 1):
             raise TypeError(f"Fanout must be a positive integer or None, not {fanout!r}")
+        if cluster is not None and (not isinstance(cluster, int) or isinstance(cluster, bool)
+                                    or cluster < 1):
+            raise TypeError(f"Cluster must be a positive integer or None, not {cluster!r}")
         self.layers, self.levels_per_stage, self.fanout = layers, levels_per_stage, fanout
+        self.cluster = cluster
         g = self.graph = AdderGraph()
         first = layers[0].in_type
         lo, hi = first.encode([first.min, first.max])
         self.inputs = [g.input(int(lo), int(hi)) for _ in range(layers[0].mw)]
         terms = self.inputs
         for layer in layers:
-            terms = _layer_graph(g, terms, layer)
+            terms = _layer_graph(g, terms, layer, cluster)
         self.outputs = terms
         self._schedule()
 
@@ -405,8 +419,8 @@ class UnrolledChain(wiring.Component):
     (the output FIFO is bypassed while it is empty)."""
 
     def __init__(self, *, layers, levels_per_stage: int = 3,
-                 fanout: int | None = BROADCAST_READERS):
-        self._design = UnrolledDesign(layers, levels_per_stage, fanout)
+                 fanout: int | None = BROADCAST_READERS, cluster: int | None = None):
+        self._design = UnrolledDesign(layers, levels_per_stage, fanout, cluster)
         d = self._design
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(d.in_type), d.layers[0].mw))),

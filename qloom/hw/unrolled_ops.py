@@ -91,9 +91,10 @@ def _resized(v: Value, width: int) -> Value:
 
 
 class RequantOp:
-    """Floor-shift and clamp of ``v = sum + bias + offset``; with half-even rounding its
-    value is both candidates and the tie flag (``packed``), which :class:`TieSelectOp`
-    chooses between a level later, so that a register bank may close between them."""
+    """Floor-shift and clamp of ``v = sum + bias + offset``. With half-even rounding its
+    value is ``packed``: the low bits of ``q = v >> shift``, the tie flag and the clamp's
+    compares, from which :class:`TieSelectOp` makes the result a level later, so that a
+    register bank may close between them."""
 
     def __init__(self, spec: RequantSpec, in_node: Node, in_shift: int):
         self.shift, self.rounding, self.lo, self.hi = spec.shift, spec.rounding, spec.lo, spec.hi
@@ -104,19 +105,21 @@ class RequantOp:
         self.q_bits = _shape(q_lo - 1, q_hi).bits
         self.clamp_lo, self.clamp_hi = q_lo - 1 < spec.lo, q_hi > spec.hi
         self.out_shape = node_shape(_shape(spec.lo, spec.hi))
-        # The tie fix's subtraction, the clamp's compares and the candidates' selects (with
-        # the tie fix the compares are made twice, on q and on q - 1, see build; measured,
-        # the jet tagger's chain took 4% fewer LUT4s than with the fix in series, so this
-        # count is kept, the final select's LUT4s now counted by TieSelectOp).
+        # Half-even: after the low bits of q, the tie flag, then q > hi and q <= lo where
+        # the clamp needs them.
+        self.flags = ("tie",) + ("over",) * self.clamp_hi + ("under",) * self.clamp_lo
+        # The clamp's compares and the tie's LUT tree (counted as measured on the jet
+        # tagger's chain when it made the compares twice, on q and on q - 1), then the
+        # selects (half-even: TieSelectOp's).
         self.luts = self.q_bits * (self.half_even + self.clamp_lo + self.clamp_hi)
         if not self.half_even:
             self.luts += self.out_shape.width
 
     @property
     def range(self) -> tuple[int, int]:
-        """The node's value range: the clamp's, or the packed candidates' and flag's."""
+        """The node's value range: the clamp's, or ``packed``'s."""
         if self.half_even:
-            return 0, (1 << (2 * self.out_shape.width + 1)) - 1
+            return 0, (1 << (self.out_shape.width + len(self.flags))) - 1
         return self.lo, self.hi
 
     def evaluate(self, v):
@@ -124,58 +127,68 @@ class RequantOp:
         if not self.half_even:
             return np.clip(q, self.lo, self.hi)
         width = self.out_shape.width
-        mask = (1 << width) - 1
-        tie = ((v & ((1 << self.shift) - 1)) == 0) & (q & 1 == 1)
-        return ((np.clip(q, self.lo, self.hi) & mask)
-                | ((np.clip(q - 1, self.lo, self.hi) & mask) << width)
-                | (tie.astype(np.int64) << 2 * width))
+        fields = {"tie": (v & ((1 << self.shift) - 1)) == 0, "over": q > self.hi,
+                  "under": q <= self.lo}
+        packed = q & ((1 << width) - 1)
+        for k, name in enumerate(self.flags):
+            packed = packed | (np.asarray(fields[name], dtype=np.int64) << (width + k))
+        return packed
 
     def build(self, v: Value) -> Value:
         q = v >> self.shift
-
-        def clamped(x, adjust):
-            # The clamp of ``x = q - adjust``, its compares on ``q`` against constants
-            # moved by ``adjust``: every compare reads ``q`` (not one the other's result,
-            # nor the tie fix's subtraction), so they run beside each other.
-            out = x
-            if self.clamp_hi:
-                out = Mux(q > self.hi + adjust, self.hi, out)
-            if self.clamp_lo:
-                out = Mux(q < self.lo + adjust, self.lo, out)
-            return out
-
         if not self.half_even:
-            return clamped(q, 0)
-        # The tie fix (q - 1 on a tie at an odd q) chooses last between both clamps: the
-        # jet tagger's first layer had the tie's LUT tree, the subtraction, a compare and
-        # the select in series (14 cells, the deepest logic of its unrolled chain).
-        width = self.out_shape.width
-        tie = (v.as_unsigned()[:self.shift] == 0) & q[0]
-        return Cat(_resized(clamped(q, 0), width), _resized(clamped(q - 1, 1), width), tie)
+            out = q
+            if self.clamp_hi:
+                out = Mux(q > self.hi, self.hi, out)
+            if self.clamp_lo:
+                out = Mux(q < self.lo, self.lo, out)
+            return out
+        # The compares read q, not the tie fix's q - 1 (the jet tagger's first layer had
+        # the tie's LUT tree, the subtraction, a compare and the select in series, 14
+        # cells, the deepest logic of its unrolled chain): see TieSelectOp.
+        fields = {"tie": v.as_unsigned()[:self.shift] == 0, "over": q > self.hi,
+                  "under": q <= self.lo}
+        return Cat(_resized(q, self.out_shape.width), *(fields[name] for name in self.flags))
 
 
 class TieSelectOp:
-    """The half-even requantization's last level: the candidate its tie flag chooses
-    (the value of :meth:`RequantOp.build` with ``half_even``)."""
+    """The half-even requantization's last level, from :class:`RequantOp`'s ``packed``:
+    ``clip(q - fix, lo, hi)`` with ``fix`` a tie at an odd q. Then ``q - fix`` is q with
+    its low bit cleared; it exceeds ``hi`` exactly when q does (an odd q is never
+    ``hi + 1`` past a fix that lands on ``hi``) and falls below ``lo`` exactly when
+    ``q <= lo`` (or it is ``lo`` anyway): one LUT4 per output bit."""
 
     levels = 1
 
     def __init__(self, requant: RequantOp):
-        self.shape = requant.out_shape
+        self.shape, self.flags = requant.out_shape, requant.flags
+        self.lo, self.hi = requant.lo, requant.hi
         self.luts = self.shape.width
 
     def evaluate(self, packed):
         width = self.shape.width
-        mask = (1 << width) - 1
-        v = np.where((packed >> 2 * width) & 1 == 1, (packed >> width) & mask, packed & mask)
+        packed = np.asarray(packed, dtype=np.int64)
+        flag = {name: (packed >> (width + k)) & 1 for k, name in enumerate(self.flags)}
+        out = packed & ((1 << width) - 1)
+        out = out & ~flag["tie"]                                # clears an odd q's low bit
         if self.shape.signed:
-            v = v - (((v >> (width - 1)) & 1) << width)
-        return v
+            out = out - (((out >> (width - 1)) & 1) << width)
+        if "over" in flag:
+            out = np.where(flag["over"] == 1, self.hi, out)
+        if "under" in flag:
+            out = np.where(flag["under"] == 1, self.lo, out)
+        return out
 
     def build(self, packed: Value) -> Value:
         width = self.shape.width
-        # The bits of the chosen candidate: the node's signal gives them its shape.
-        return Mux(packed[2 * width], packed[width:2 * width], packed[:width])
+        flag = {name: packed[width + k] for k, name in enumerate(self.flags)}
+        # The bits of q - fix (the node's signal gives them its shape).
+        out = Cat(packed[0] & ~flag["tie"], packed[1:width])
+        if "over" in flag:
+            out = Mux(flag["over"], self.hi, out)
+        if "under" in flag:
+            out = Mux(flag["under"], self.lo, out)
+        return out
 
 
 class ThresholdOp:

@@ -30,10 +30,10 @@ def _dense(name, w, w_type, in_type):
     return Dense(name, ("x",), "y", weights=w, w_type=w_type, in_type=in_type)
 
 
-def _requant(name, rng, channels, shift, rounding, in_type, out_type, lo=None):
+def _requant(name, rng, channels, shift, rounding, in_type, out_type, lo=None, hi=None):
     return Requant(name, ("y",), "z", bias=rng.integers(-60, 60, size=channels), shift=shift,
                    rounding=rounding, lo=max(0, out_type.min) if lo is None else lo,
-                   hi=out_type.max,
+                   hi=out_type.max if hi is None else hi,
                    in_type=in_type, out_type=out_type)
 
 
@@ -55,8 +55,10 @@ def _codes(dtype, values):
     return dtype.encode(values) if dtype.bipolar else values
 
 
-def _run(ir_layers, hw_layers, x, *, per=2, stall=0.3, fanout=unrolled.BROADCAST_READERS):
-    dut = UnrolledChain(layers=hw_layers, levels_per_stage=per, fanout=fanout)
+def _run(ir_layers, hw_layers, x, *, per=2, stall=0.3, fanout=unrolled.BROADCAST_READERS,
+         cluster=None):
+    dut = UnrolledChain(layers=hw_layers, levels_per_stage=per, fanout=fanout,
+                        cluster=cluster)
     first, last = hw_layers[0].in_type, hw_layers[-1].out_type
     words = [list(map(int, w)) for w in _codes(first, x)]
     run = run_stream(dut, words, len(words), in_stall=stall, out_stall=stall, seed=3)
@@ -127,18 +129,23 @@ def test_one_vector_per_cycle_and_latency(per):
 @pytest.mark.parametrize("per", [1, 2, 3])
 @pytest.mark.parametrize("signed", [False, True])
 def test_half_even_requant_is_two_levels_a_bank_may_split(per, signed):
-    """A half-even requantization is its candidates and tie flag, then the select: one
-    level each, so a register bank may close between them and the latency is the graph's
-    depth in stages, with no level lost to aligning it (signed and unsigned clamps, read
-    by a next layer)."""
+    """A half-even requantization is the quotient's low bits, the tie flag and the clamp's
+    compares, then the select: one level each, so a register bank may close between them
+    and the latency is the graph's depth in stages, with no level lost to aligning it.
+    Ties at odd quotients inside the range, at a narrow range's odd ``lo`` and past an
+    even ``hi`` all occur, for signed and unsigned clamps read by a next layer."""
     rng = np.random.default_rng(9)
-    d0 = _dense("d0", rng.integers(-20, 20, size=(6, 11)), int_type(6), uint_type(6))
+    w = rng.integers(-4, 5, size=(6, 4)) if signed else rng.integers(-3, 7, size=(6, 4))
+    d0 = _dense("d0", w, int_type(4), uint_type(4))
     out = int_type(4) if signed else uint_type(4)
-    r0 = _requant("r0", rng, 6, 5, Rounding.HALF_EVEN, d0.acc_type, out,
-                  lo=out.min if signed else None)
-    # Inputs where ties at odd and even quotients and both clamps occur.
-    x = np.concatenate([rng.integers(0, 64, size=(40, 11)), np.zeros((2, 11), int),
-                        np.full((2, 11), 63)])
+    r0 = _requant("r0", rng, 6, 4, Rounding.HALF_EVEN, d0.acc_type, out,
+                  lo=-7 if signed else None, hi=None if signed else 14)
+    x = rng.integers(0, 16, size=(500, 4))
+    v = x @ d0.weights.T + r0.bias + 8                       # the sum with the offset
+    q, tie = v >> 4, (v & 15) == 0
+    fix = tie & (q % 2 == 1)
+    assert np.any(fix & (q > r0.lo) & (q <= r0.hi))
+    assert np.any(fix & (q == (r0.lo if signed else r0.hi + 1)))
     d1 = _dense("d1", rng.integers(-8, 8, size=(3, 6)), int_type(4), out)
     dut, _ = _run([d0, r0, d1], [_hw(d0, r0), _hw(d1)], x, per=per, fanout=None)
     d = dut.design
@@ -215,6 +222,42 @@ def test_shared_products_and_sums_are_made_once():
     d = UnrolledDesign([UnrolledLayer(w, int_type(6), uint_type(4))], 3)
     # 13x0 (two adders), x1 times 3, 5, 7, 9 (one adder each), one sum per neuron.
     assert d.counts()["adders"] == 2 + 4 + 8
+
+
+def _dependents(d: UnrolledDesign) -> dict:
+    """For each node, the outputs (by index) whose value it enters."""
+    deps = {}
+    for h, t in enumerate(d.outputs):
+        stack = [t.node]
+        while stack:
+            n = stack.pop()
+            if h not in deps.setdefault(n, set()):
+                deps[n].add(h)
+                stack += [o.node for o in d.graph.nodes[n].operands]
+    return deps
+
+
+@pytest.mark.parametrize("one_bit", [False, True])
+def test_clusters_share_products_and_sums_only_within(one_bit):
+    """With ``cluster``, neurons share products, sums and lookup tables only within their
+    group of ``cluster`` neurons: no adder or table enters outputs of two groups, and the
+    chain stays bit exact under backpressure."""
+    rng = np.random.default_rng(12)
+    base = rng.integers(-12, 12, size=(4, 7)) * (rng.random((4, 7)) < 0.8)
+    w = np.vstack([base, base[::-1], base[:2]])      # neurons of other groups alike
+    in_type = BIPOLAR if one_bit else uint_type(4)
+    d0 = _dense("d0", w, int_type(5), in_type)
+    x = rng.integers(0, 2, size=(30, 7)) * 2 - 1 if one_bit else rng.integers(0, 16,
+                                                                             size=(30, 7))
+    dut, _ = _run([d0], [_hw(d0)], x, cluster=4)
+    d, whole = dut.design, UnrolledDesign([_hw(d0)], 2, cluster=None)
+    for design in (d, whole):
+        crossing = [n for n, hs in _dependents(design).items()
+                    if design.graph.nodes[n].op in ("add", "extern")
+                    and len({h // 4 for h in hs}) > 1]
+        assert bool(crossing) is (design is whole)
+    size = [c["adders"] + c["externs"] for c in (d.counts(), whole.counts())]
+    assert size[0] > size[1]
 
 
 def test_one_bit_inputs_with_multibit_weights_use_shared_lookup_tables():
