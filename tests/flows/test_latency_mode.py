@@ -12,7 +12,7 @@ from qloom.errors import QloomError
 from qloom.flows.compile import CompileConfig, run_steps
 from qloom.flows.engines.base import BuildOptions
 from qloom.flows.engines.unrolled import UnrolledEngine, broadcast_fanout, levels_per_stage
-from qloom.hw.unrolled import UnrolledChain
+from qloom.hw.unrolled import UnrolledChain, UnrolledDesign
 
 from nets import binary_mlp, conv_net, multibit_mlp, random_input
 from test_top import rtl_run
@@ -110,6 +110,31 @@ def test_jet_tagger_latency_plan():
     assert engine.engine_name == "unrolled" and len(engine.layers) == 7
     total = state.plan.total
     assert total.dsp == 0 and state.board.fits(total)
+
+
+def test_large_chains_on_ecp5_share_products_within_clusters():
+    """On ECP5 a chain over ``CLUSTER_MIN_LUTS`` shares products and sums only within
+    clusters of neurons (routability); small chains and other families share them
+    across whole layers, and the built chain is the estimated one."""
+    pytest.importorskip("qonnx")
+    from qloom.flows.cost import Family
+    from qloom.flows.engines.unrolled import CLUSTER_MIN_LUTS
+    state = run_steps(str(MODELS / "jettagging_w6a6.onnx"),
+                      CompileConfig(latency=True, board="ulx3s-85f"), until="fold")
+    (engine,) = state.engines
+    ecp5 = engine.design(state.options)
+    ice40 = engine.design(BuildOptions(family=Family.ICE40))
+    assert ecp5.cluster and ice40.cluster is None
+    shared = UnrolledDesign(engine.hw_layers(), ecp5.levels_per_stage, ecp5.fanout)
+    assert shared.resources()["lut"] > CLUSTER_MIN_LUTS
+    assert ecp5.resources()["lut"] > shared.resources()["lut"]
+    (node,) = engine.nodes(engine.fold, state.options)
+    assert node.component.design.cluster == ecp5.cluster
+    small = run_steps(multibit_mlp(), CompileConfig(latency=True, board="ulx3s-85f"),
+                      until="fold")
+    for e in small.engines:
+        if isinstance(e, UnrolledEngine):
+            assert e.design(small.options).cluster is None
 
 
 def test_unrolled_engine_from_a_dense_layer():
