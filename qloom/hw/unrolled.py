@@ -11,8 +11,9 @@ threshold unit compares against constants. Bipolar inputs enter as their codes `
 (inversions) and a constant.
 
 Pipeline: node ``n`` ends ``depth(n)`` logic levels after the inputs (an adder is one
-level, a requantization one, a half-even one two nodes of one level each (its candidates
-and tie flag, then the select: a bank may close between them), a threshold
+level, a requantization one, a half-even one two nodes of one level each (the quotient's
+low bits, its tie flag and the clamp's compares, then the select: a bank may close
+between them), a threshold
 ``1 + ceil(log2 K)`` and one more with a bias); a register bank closes every
 ``levels_per_stage`` levels and carries each value to the last stage that reads it. An
 operation never straddles a bank. The pipeline runs freely

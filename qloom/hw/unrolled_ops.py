@@ -154,9 +154,9 @@ class RequantOp:
 class TieSelectOp:
     """The half-even requantization's last level, from :class:`RequantOp`'s ``packed``:
     ``clip(q - fix, lo, hi)`` with ``fix`` a tie at an odd q. Then ``q - fix`` is q with
-    its low bit cleared; it exceeds ``hi`` exactly when q does (an odd q is never
-    ``hi + 1`` past a fix that lands on ``hi``) and falls below ``lo`` exactly when
-    ``q <= lo`` (or it is ``lo`` anyway): one LUT4 per output bit."""
+    its low bit cleared, and the clamp needs no compare of ``q - 1``: clamping when
+    ``q > hi`` gives ``hi`` also where ``q - fix = hi``, and clamping when ``q <= lo``
+    gives ``lo`` also where ``q - fix = q = lo``. One LUT4 per output bit."""
 
     levels = 1
 
