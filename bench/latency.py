@@ -30,12 +30,6 @@ MODELS = Path(__file__).resolve().parents[1] / "examples" / "models"
 TARGETS = {"ice40": ("iCE40UP5K", "SG48"), "ecp5": ("LFE5U-85F", "BG381")}
 
 
-def _levels(family: str) -> int:
-    """The planner's levels per pipeline stage for ``family`` (one rule, in the engine)."""
-    from qloom.flows.cost import Family
-    from qloom.flows.engines.base import BuildOptions
-    from qloom.flows.engines.unrolled import levels_per_stage
-    return levels_per_stage(BuildOptions(family=Family(family)))
 
 
 def layers():
@@ -54,13 +48,17 @@ def layers():
 
 
 def unrolled(dense, family, after=None):
-    """The unrolled engine of ``dense``, with ``after`` (a MultiThreshold) fused."""
+    """The unrolled engine of ``dense``, with ``after`` (a MultiThreshold) fused, as qloom
+    builds it for ``family`` (the engine's rules for levels per stage and clusters)."""
+    from qloom.flows.engines.base import BuildOptions
+    from qloom.flows.engines.unrolled import cluster_size, levels_per_stage
     from qloom.hw.threshold import ThresholdSpec
     from qloom.hw.unrolled import UnrolledChain, UnrolledLayer
     post = ThresholdSpec.from_layer(after) if after is not None else None
-    return UnrolledChain(layers=[UnrolledLayer(dense.weights, dense.w_type, dense.in_type,
-                                               post)],
-                         levels_per_stage=_levels(family))
+    layers = [UnrolledLayer(dense.weights, dense.w_type, dense.in_type, post)]
+    options = BuildOptions(family=Family(family))
+    return UnrolledChain(layers=layers, levels_per_stage=levels_per_stage(options),
+                         cluster=cluster_size(layers, options))
 
 
 def _binary(dense) -> bool:

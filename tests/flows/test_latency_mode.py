@@ -11,7 +11,8 @@ import pytest
 from qloom.errors import QloomError
 from qloom.flows.compile import CompileConfig, run_steps
 from qloom.flows.engines.base import BuildOptions
-from qloom.flows.engines.unrolled import UnrolledEngine, broadcast_fanout, levels_per_stage
+from qloom.flows.engines.unrolled import (UnrolledEngine, broadcast_fanout, cluster_size,
+                                          levels_per_stage)
 from qloom.hw.unrolled import UnrolledChain, UnrolledDesign
 
 from nets import binary_mlp, conv_net, multibit_mlp, random_input
@@ -114,8 +115,9 @@ def test_jet_tagger_latency_plan():
 
 def test_large_chains_on_ecp5_share_products_within_clusters():
     """On ECP5 a chain over ``CLUSTER_MIN_LUTS`` shares products and sums only within
-    clusters of neurons (routability); small chains and other families share them
-    across whole layers, and the built chain is the estimated one."""
+    clusters of neurons (routability); small chains, each of the jet tagger's layers
+    alone and other families share them across whole layers, and the built chain is the
+    estimated one."""
     pytest.importorskip("qonnx")
     from qloom.flows.cost import Family
     from qloom.flows.engines.unrolled import CLUSTER_MIN_LUTS
@@ -130,6 +132,8 @@ def test_large_chains_on_ecp5_share_products_within_clusters():
     assert ecp5.resources()["lut"] > shared.resources()["lut"]
     (node,) = engine.nodes(engine.fold, state.options)
     assert node.component.design.cluster == ecp5.cluster
+    assert cluster_size(engine.hw_layers(), state.options) == ecp5.cluster
+    assert all(cluster_size([layer], state.options) is None for layer in engine.hw_layers())
     small = run_steps(multibit_mlp(), CompileConfig(latency=True, board="ulx3s-85f"),
                       until="fold")
     for e in small.engines:

@@ -15,7 +15,7 @@ from ...nn.ir import Dense, MultiThreshold, Requant
 from ..cost import Family
 from .base import BuildOptions, Engine, Fold, pixels
 
-__all__ = ["UnrolledEngine", "unroll", "levels_per_stage", "broadcast_fanout"]
+__all__ = ["UnrolledEngine", "unroll", "levels_per_stage", "broadcast_fanout", "cluster_size"]
 
 # Adder levels between pipeline registers, per family. ECP5 (nextpnr, speed 6), the jet
 # tagger's last layer placed and routed alone: 97 MHz at four levels per stage, 165 MHz at
@@ -36,9 +36,24 @@ def levels_per_stage(options: BuildOptions) -> int:
 # shared only within a cluster, so that no adder's nets cross the layer. Measured on the
 # jet tagger at II 1 (45.5k LUT4 shared) on the ECP5-85F, router2's overused wires:
 # fully shared, stalled near 30,000; clusters of 16 near 6,000; of 8 near 1,500; of 4
-# (+13% LUT4) routed, in 25 minutes of nextpnr.
+# (+18% LUT4 in Yosys) routed, in 25 minutes of nextpnr. The largest design measured
+# routing fully shared was half its first layer (10.7k); the threshold lies between, above
+# each of its layers alone (at most 21.4k, so bench/latency.py's comparisons stand).
 _CLUSTER = {Family.ECP5: 4}
-CLUSTER_MIN_LUTS = 20_000
+CLUSTER_MIN_LUTS = 32_768
+
+
+def cluster_size(layers, options: BuildOptions) -> int | None:
+    """Neurons per cluster of an unrolled chain of ``layers`` (``UnrolledLayer``) for this
+    target; None: products and sums shared across whole layers."""
+    from ...hw.unrolled import UnrolledDesign
+    return _cluster_of(UnrolledDesign(layers, levels_per_stage(options),
+                                      broadcast_fanout(options)), options)
+
+
+def _cluster_of(shared, options: BuildOptions) -> int | None:
+    size = _CLUSTER.get(options.family)
+    return size if size and shared.resources()["lut"] > CLUSTER_MIN_LUTS else None
 
 
 def broadcast_fanout(options: BuildOptions) -> int | None:
@@ -90,8 +105,8 @@ class UnrolledEngine(Engine):
         key = (levels_per_stage(options), broadcast_fanout(options), options.family)
         if key not in self._designs:
             design = UnrolledDesign(self.hw_layers(), *key[:2])
-            size = _CLUSTER.get(options.family)
-            if size and design.resources()["lut"] > CLUSTER_MIN_LUTS:
+            size = _cluster_of(design, options)
+            if size:
                 design = UnrolledDesign(self.hw_layers(), *key[:2], cluster=size)
             self._designs[key] = design
         return self._designs[key]
