@@ -36,10 +36,11 @@ def levels_per_stage(options: BuildOptions) -> int:
 # shared only within a cluster, so that no adder's nets cross the layer. Measured on the
 # jet tagger at II 1 (45.5k LUT4 shared) on the ECP5-85F, router2's overused wires:
 # fully shared, stalled near 30,000; clusters of 16 near 6,000; of 8 near 1,500; of 4
-# (+18% LUT4 in Yosys) routed, in 25 minutes of nextpnr. The largest design measured
+# (+18% LUT4 in Yosys) routed: timing met at 70 MHz, Fmax 75.67; of 2 (1.6% more cells
+# than 4): met at 80 MHz, Fmax 82.7 (79.67 at a 100 MHz target). The largest design measured
 # routing fully shared was half its first layer (10.7k); the threshold lies between, above
 # each of its layers alone (at most 21.4k, so bench/latency.py's comparisons stand).
-_CLUSTER = {Family.ECP5: 4}
+_CLUSTER = {Family.ECP5: 2}
 CLUSTER_MIN_LUTS = 32_768
 
 
