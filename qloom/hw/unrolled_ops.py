@@ -122,13 +122,16 @@ class RequantOp:
             return 0, (1 << (self.out_shape.width + len(self.flags))) - 1
         return self.lo, self.hi
 
+    def _fields(self, q, tie) -> dict:
+        """``packed``'s flags from q and the tie (numpy arrays or Amaranth values)."""
+        return {"tie": tie, "over": q > self.hi, "under": q <= self.lo}
+
     def evaluate(self, v):
         q = v >> self.shift
         if not self.half_even:
             return np.clip(q, self.lo, self.hi)
         width = self.out_shape.width
-        fields = {"tie": (v & ((1 << self.shift) - 1)) == 0, "over": q > self.hi,
-                  "under": q <= self.lo}
+        fields = self._fields(q, (v & ((1 << self.shift) - 1)) == 0)
         packed = q & ((1 << width) - 1)
         for k, name in enumerate(self.flags):
             packed = packed | (np.asarray(fields[name], dtype=np.int64) << (width + k))
@@ -146,8 +149,7 @@ class RequantOp:
         # The compares read q, not the tie fix's q - 1 (the jet tagger's first layer had
         # the tie's LUT tree, the subtraction, a compare and the select in series, 14
         # cells, the deepest logic of its unrolled chain): see TieSelectOp.
-        fields = {"tie": v.as_unsigned()[:self.shift] == 0, "over": q > self.hi,
-                  "under": q <= self.lo}
+        fields = self._fields(q, v.as_unsigned()[:self.shift] == 0)
         return Cat(_resized(q, self.out_shape.width), *(fields[name] for name in self.flags))
 
 
