@@ -361,10 +361,10 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
                 constraints: Path | None, clock_mhz: float | None, report: Path,
                 log: Path, output: Path | None = None, speed: str | int = 6,
                 quiet: bool = False, router: str | None = None,
-                engines: list[str] | None = None) -> float:
+                engines: list[str] | None = None, seed: int | None = None) -> float:
     """Place and route ``netlist`` (Yosys JSON); ``output`` is the .asc (iCE40) or
     .config (ECP5) for the bitstream packer; ``router`` picks nextpnr's router (None: its
-    default). On the ECP5, block RAM reads registered in the fabric take the block's own
+    default), ``seed`` its placement seed (None: its default). On the ECP5, block RAM reads registered in the fabric take the block's own
     output register first (:mod:`qloom.flows.ecp5_outreg`; nextpnr reads
     ``<netlist>.outreg.json``), carry chains start and end without nextpnr's feed cells
     (:mod:`qloom.flows.ecp5_carry`), and on the 85F die a design using more than a row of DSP
@@ -401,6 +401,8 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
             "--timing-allow-fail"]
     if clock_mhz:
         argv += ["--freq", f"{clock_mhz:g}"]
+    if seed is not None:
+        argv += ["--seed", str(seed)]
     if family == "ice40":
         argv += ["--pcf", _rel(constraints, cwd)] if constraints else ["--pcf-allow-unconstrained"]
         if output:

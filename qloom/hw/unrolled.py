@@ -214,8 +214,13 @@ def _add_luts(g: AdderGraph, node: Node) -> int:
 # layer; an adder's sum by one or two. On the ECP5 such a net (32 products of the jet
 # tagger's first layer, placed and routed alone) took 13.3 ns of routing to its farthest
 # product. So a broadcast value's readers start in a later stage than it, each group of
-# up to this many reading a register copy of its own, which the placer puts near them.
+# up to COPY_READERS reading a register copy of its own, which the placer puts near them.
 BROADCAST_READERS = 8
+# Readers per register copy of a broadcast value. The jet tagger at II 1 on the ECP5-85F
+# (clusters of 2, a 100 MHz target, nextpnr's default seed): 8 readers per copy, Fmax
+# 79.67 MHz; 4, 86.3 MHz (+2,800 flip-flops); 2, 83.42 MHz (+8,500): the critical path
+# each time a copy's net to a reader 60 or more columns away.
+COPY_READERS = 4
 
 
 # Cycles after a word leaves the output that the credit count sees it: the FIFO and the
@@ -242,13 +247,14 @@ class UnrolledDesign:
     in the output register (one per stage). ``fanout``: readers beyond which a value is
     broadcast (see ``BROADCAST_READERS``; None: never); ``taps[(reader, n)] = (k, group)``:
     the reader of broadcast value ``n`` reads its ``k``-th register in copy ``group``
-    (group 0 is the register chain every other reader reads). ``cluster``: neurons per
+    (group 0 is the register chain every other reader reads), ``copy_readers`` readers
+    per copy (see ``COPY_READERS``). ``cluster``: neurons per
     group sharing products and sums (None: a whole layer), so that the nets of a
     group stay among its own cells.
     """
 
     def __init__(self, layers, levels_per_stage: int, fanout: int | None = BROADCAST_READERS,
-                 cluster: int | None = None):
+                 cluster: int | None = None, copy_readers: int = COPY_READERS):
         layers = list(layers)
         if not layers:
             raise ValueError("An unrolled chain needs at least one layer")
@@ -271,6 +277,11 @@ class UnrolledDesign:
         if cluster is not None and (not isinstance(cluster, int) or isinstance(cluster, bool)
                                     or cluster < 1):
             raise TypeError(f"Cluster must be a positive integer or None, not {cluster!r}")
+        if not isinstance(copy_readers, int) or isinstance(copy_readers, bool) \
+                or copy_readers < 1:
+            raise TypeError(f"Readers per copy must be a positive integer, not "
+                            f"{copy_readers!r}")
+        self.copy_readers = copy_readers
         self.layers, self.levels_per_stage, self.fanout = layers, levels_per_stage, fanout
         self.cluster = cluster
         g = self.graph = AdderGraph()
@@ -327,7 +338,7 @@ class UnrolledDesign:
             if t.node in last:
                 last[t.node] = self.stages
         self.last_use = last
-        self.taps = {(r, n): (stage[r] - stage[n], k // self.fanout)
+        self.taps = {(r, n): (stage[r] - stage[n], k // self.copy_readers)
                      for n in broadcast if n in stage for k, r in enumerate(readers[n])}
 
     def copy_registers(self) -> set:
@@ -420,8 +431,9 @@ class UnrolledChain(wiring.Component):
     (the output FIFO is bypassed while it is empty)."""
 
     def __init__(self, *, layers, levels_per_stage: int = 3,
-                 fanout: int | None = BROADCAST_READERS, cluster: int | None = None):
-        self._design = UnrolledDesign(layers, levels_per_stage, fanout, cluster)
+                 fanout: int | None = BROADCAST_READERS, cluster: int | None = None,
+                 copy_readers: int = COPY_READERS):
+        self._design = UnrolledDesign(layers, levels_per_stage, fanout, cluster, copy_readers)
         d = self._design
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(d.in_type), d.layers[0].mw))),

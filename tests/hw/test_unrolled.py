@@ -56,9 +56,9 @@ def _codes(dtype, values):
 
 
 def _run(ir_layers, hw_layers, x, *, per=2, stall=0.3, fanout=unrolled.BROADCAST_READERS,
-         cluster=None):
+         cluster=None, copy_readers=unrolled.COPY_READERS):
     dut = UnrolledChain(layers=hw_layers, levels_per_stage=per, fanout=fanout,
-                        cluster=cluster)
+                        cluster=cluster, copy_readers=copy_readers)
     first, last = hw_layers[0].in_type, hw_layers[-1].out_type
     words = [list(map(int, w)) for w in _codes(first, x)]
     run = run_stream(dut, words, len(words), in_stall=stall, out_stall=stall, seed=3)
@@ -157,21 +157,21 @@ def test_half_even_requant_is_two_levels_a_bank_may_split(per, signed):
         assert any(d.stage[n] < d.last_use[n] for n in ops)       # a bank closed between
 
 
-@pytest.mark.parametrize("per", [1, 3])
-def test_broadcast_values_are_read_from_register_copies(per):
+@pytest.mark.parametrize("per, copy_readers", [(1, 4), (3, 3)])
+def test_broadcast_values_are_read_from_register_copies(per, copy_readers):
     """Inputs read by more than ``fanout`` nodes (their products for many distinct weights)
-    are read in a later stage, each group of up to ``fanout`` readers from a register copy
-    of its own; the chain stays bit exact under backpressure and counts the copies."""
+    are read in a later stage, each group of up to ``copy_readers`` readers from a register
+    copy of its own; the chain stays bit exact under backpressure and counts the copies."""
     rng = np.random.default_rng(8)
     d0 = _dense("d0", rng.integers(-31, 32, size=(24, 4)), int_type(6), uint_type(5))
     x = rng.integers(0, 32, size=(30, 4))
-    dut, _ = _run([d0], [_hw(d0)], x, per=per, fanout=4)
+    dut, _ = _run([d0], [_hw(d0)], x, per=per, fanout=4, copy_readers=copy_readers)
     d, plain = dut.design, UnrolledDesign([_hw(d0)], per, None)
     for t in d.inputs:
         readers = [r for (r, n) in d.taps if n == t.node]
         assert len(readers) > 4 and all(d.stage[r] >= 1 for r in readers)
         groups = {d.taps[(r, t.node)][1] for r in readers}
-        assert groups == set(range(-(-len(readers) // 4)))
+        assert groups == set(range(-(-len(readers) // copy_readers)))
     copies = d.copy_registers()
     assert copies and not plain.copy_registers() and plain.stages <= d.stages
     assert d.counts()["register_bits"] - sum(d.registers(n) * d.graph.nodes[n].bits
@@ -293,6 +293,8 @@ def test_chain_validation():
         UnrolledDesign([a, c], 2)
     with pytest.raises(TypeError, match=r"Levels per stage must be a positive integer, not 0"):
         UnrolledDesign([a], 0)
+    with pytest.raises(TypeError, match=r"Readers per copy must be a positive integer, not 0"):
+        UnrolledDesign([a], 2, copy_readers=0)
     with pytest.raises(ValueError, match=r"at least one layer"):
         UnrolledDesign([], 2)
     with pytest.raises(ValueError, match=r"Clamp range \[0, 16\] must lie within UINT4"):
