@@ -241,7 +241,9 @@ READY_DELAY = 1
 class UnrolledDesign:
     """The adder graph of a chain of layers, its pipeline schedule and its cost.
 
-    ``stage[n]``: the pipeline stage computing node ``n`` (inputs: stage 0);
+    ``stage[n]``: the pipeline stage computing node ``n`` (inputs: stage 0); ``end[n]``:
+    the logic level its value is ready after (stage ``s`` holds levels ``s * per + 1`` to
+    ``(s + 1) * per``, ``per`` the levels per stage);
     ``last_use[n]``: the last stage reading it (outputs count as read by stage
     ``stages``, the output register); ``latency``: cycles from an input taken to its result
     in the output register (one per stage). ``fanout``: readers beyond which a value is
@@ -250,11 +252,15 @@ class UnrolledDesign:
     (group 0 is the register chain every other reader reads), ``copy_readers`` readers
     per copy (see ``COPY_READERS``). ``cluster``: neurons per
     group sharing products and sums (None: a whole layer), so that the nets of a
-    group stay among its own cells.
+    group stay among its own cells. ``far_levels`` (None: no such limit): levels of
+    logic a stage holds after a read of a broadcast value's copy or an input's register,
+    whose nets may cross the die and take the stage's other levels; a broadcast value is
+    then made in its stage's first level, the other levels carrying it to its copies.
     """
 
     def __init__(self, layers, levels_per_stage: int, fanout: int | None = BROADCAST_READERS,
-                 cluster: int | None = None, copy_readers: int = COPY_READERS):
+                 cluster: int | None = None, copy_readers: int = COPY_READERS,
+                 far_levels: int | None = None):
         layers = list(layers)
         if not layers:
             raise ValueError("An unrolled chain needs at least one layer")
@@ -282,6 +288,12 @@ class UnrolledDesign:
             raise TypeError(f"Readers per copy must be a positive integer, not "
                             f"{copy_readers!r}")
         self.copy_readers = copy_readers
+        if far_levels is not None and (not isinstance(far_levels, int)
+                                       or isinstance(far_levels, bool)
+                                       or not 1 <= far_levels <= levels_per_stage):
+            raise TypeError(f"Levels after a far read must be None or an integer from 1 to "
+                            f"the levels per stage ({levels_per_stage}), not {far_levels!r}")
+        self.far_levels = far_levels
         self.layers, self.levels_per_stage, self.fanout = layers, levels_per_stage, fanout
         self.cluster = cluster
         g = self.graph = AdderGraph()
@@ -305,6 +317,7 @@ class UnrolledDesign:
         broadcast = {n for n, r in readers.items()
                      if self.fanout is not None and len(r) > self.fanout}
         end, stage = {}, {}
+        far = {}        # levels since its stage began on a path from a far read
         for n in sorted(live):
             node = g.nodes[n]
             if node.op == "const":
@@ -325,9 +338,11 @@ class UnrolledDesign:
             levels = 1 if node.op == "add" else node.info.levels
             if start // per != (start + levels - 1) // per:
                 start = -(-start // per) * per          # start on the next stage
+            if self.far_levels is not None:
+                start = self._far_start(n, start, levels, broadcast, stage, end, far)
             end[n] = start + levels
             stage[n] = (end[n] - 1) // per
-        self.stage = stage
+        self.stage, self.end = stage, end
         self.stages = max([stage[t.node] for t in self.outputs if t.node in stage], default=0) + 1
         last = {n: stage[n] for n in stage}
         for n in stage:
@@ -340,6 +355,34 @@ class UnrolledDesign:
         self.last_use = last
         self.taps = {(r, n): (stage[r] - stage[n], k // self.copy_readers)
                      for n in broadcast if n in stage for k, r in enumerate(readers[n])}
+
+    def _far_start(self, n: int, start: int, levels: int, broadcast: set, stage: dict,
+                   end: dict, far: dict) -> int:
+        """``n``'s first level under ``far_levels`` (see the class): in the next stage
+        when the levels since a far read in its stage would exceed it, or when ``n`` is a
+        broadcast value past its stage's first level; ``far[n]`` set when such a path
+        runs through it."""
+        g, per = self.graph, self.levels_per_stage
+        operands = [t.node for t in g.nodes[n].operands if t.node in end]
+
+        def lead(start):
+            """Levels before ``start`` in its stage on a path from a far read, or None."""
+            if start % per == 0:                # operands from registers
+                far_read = any(m in broadcast or g.nodes[m].op == "input" for m in operands)
+                return 0 if far_read else None
+            # An operand of this stage on such a path: the path reaches n's start.
+            on_path = any(m in far and stage[m] == start // per for m in operands)
+            return start % per if on_path else None
+
+        if n in broadcast and start % per:
+            start = -(-start // per) * per
+        before = lead(start)
+        if before is not None and before + levels > self.far_levels and start % per:
+            start = -(-start // per) * per
+            before = lead(start)
+        if before is not None:
+            far[n] = before + levels
+        return start
 
     def copy_registers(self) -> set:
         """The register copies beyond each broadcast value's own chain: ``(n, k, group)``."""
@@ -432,8 +475,9 @@ class UnrolledChain(wiring.Component):
 
     def __init__(self, *, layers, levels_per_stage: int = 3,
                  fanout: int | None = BROADCAST_READERS, cluster: int | None = None,
-                 copy_readers: int = COPY_READERS):
-        self._design = UnrolledDesign(layers, levels_per_stage, fanout, cluster, copy_readers)
+                 copy_readers: int = COPY_READERS, far_levels: int | None = None):
+        self._design = UnrolledDesign(layers, levels_per_stage, fanout, cluster, copy_readers,
+                                      far_levels)
         d = self._design
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(d.in_type), d.layers[0].mw))),

@@ -56,9 +56,9 @@ def _codes(dtype, values):
 
 
 def _run(ir_layers, hw_layers, x, *, per=2, stall=0.3, fanout=unrolled.BROADCAST_READERS,
-         cluster=None, copy_readers=unrolled.COPY_READERS):
+         cluster=None, copy_readers=unrolled.COPY_READERS, far_levels=None):
     dut = UnrolledChain(layers=hw_layers, levels_per_stage=per, fanout=fanout,
-                        cluster=cluster, copy_readers=copy_readers)
+                        cluster=cluster, copy_readers=copy_readers, far_levels=far_levels)
     first, last = hw_layers[0].in_type, hw_layers[-1].out_type
     words = [list(map(int, w)) for w in _codes(first, x)]
     run = run_stream(dut, words, len(words), in_stall=stall, out_stall=stall, seed=3)
@@ -180,6 +180,42 @@ def test_broadcast_values_are_read_from_register_copies(per, copy_readers):
     assert _rtlil_counts(dut)[1] == d.counts()["register_bits"]
 
 
+@pytest.mark.parametrize("far", [1, 2])
+def test_far_reads_leave_the_rest_of_their_stage_to_the_net(far):
+    """With ``far_levels``, logic after a read of a broadcast copy or an input register
+    ends within ``far`` levels of its stage's start, and a broadcast value is made in its
+    stage's first level; the chain stays bit exact under backpressure."""
+    rng = np.random.default_rng(9)
+    i6, u4 = int_type(6), uint_type(4)
+    d0 = _dense("d0", rng.integers(-31, 32, size=(12, 6)), i6, uint_type(5))
+    r0 = _requant("r0", rng, 12, 4, Rounding.HALF_EVEN, d0.acc_type, u4)
+    d1 = _dense("d1", rng.integers(-31, 32, size=(10, 12)), i6, u4)
+    x = rng.integers(0, 32, size=(40, 6))
+    hw = [_hw(d0, r0), _hw(d1)]
+    per = 3
+    dut, _ = _run([d0, r0, d1], hw, x, per=per, fanout=4, far_levels=far)
+    d, free = dut.design, UnrolledDesign(hw, per, 4)
+    g = d.graph
+    broadcast = {n for _, n in d.taps}
+    assert broadcast & {t.node for t in d.inputs} and broadcast - {t.node for t in d.inputs}
+    far_path = set()
+    for n in sorted(d.stage):
+        node = g.nodes[n]
+        if node.op == "input":
+            continue
+        levels = 1 if node.op == "add" else node.info.levels
+        first = d.end[n] - levels - d.stage[n] * per          # its first level in the stage
+        if n in broadcast:
+            assert first == 0
+        ops = [t.node for t in node.operands if t.node in d.stage]
+        if any((m in broadcast or g.nodes[m].op == "input") and d.stage[m] < d.stage[n]
+               and first == 0 for m in ops) or any(m in far_path and d.stage[m] == d.stage[n]
+                                                   for m in ops):
+            far_path.add(n)
+            assert d.end[n] - d.stage[n] * per <= far
+    assert far_path and d.stages >= free.stages
+
+
 def _rtlil_counts(dut):
     """Adders/subtractors written by ``UnrolledChain._adder`` and pipeline register bits,
     read from the RTLIL Amaranth emits."""
@@ -295,6 +331,9 @@ def test_chain_validation():
         UnrolledDesign([a], 0)
     with pytest.raises(TypeError, match=r"Readers per copy must be a positive integer, not 0"):
         UnrolledDesign([a], 2, copy_readers=0)
+    with pytest.raises(TypeError, match=r"Levels after a far read must be None or an integer "
+                                        r"from 1 to the levels per stage \(2\), not 3"):
+        UnrolledDesign([a], 2, far_levels=3)
     with pytest.raises(ValueError, match=r"at least one layer"):
         UnrolledDesign([], 2)
     with pytest.raises(ValueError, match=r"Clamp range \[0, 16\] must lie within UINT4"):

@@ -15,20 +15,34 @@ from ...nn.ir import Dense, MultiThreshold, Requant
 from ..cost import Family
 from .base import BuildOptions, Engine, Fold, pixels
 
-__all__ = ["UnrolledEngine", "unroll", "levels_per_stage", "broadcast_fanout", "cluster_size"]
+__all__ = ["UnrolledEngine", "unroll", "levels_per_stage", "far_levels", "broadcast_fanout",
+           "cluster_size"]
 
 # Adder levels between pipeline registers, per family. ECP5 (nextpnr, speed 6), the jet
 # tagger's last layer placed and routed alone: 97 MHz at four levels per stage, 165 MHz at
 # two, 160 MHz at one (its credit counter then sets the clock); the whole jet tagger at
-# four levels was estimated at 38.5 MHz after placement, so two. iCE40 (a slower LUT and
-# carry) one.
-_LEVELS = {Family.ECP5: 2, Family.GENERIC: 4, Family.ICE40: 1}
+# four levels was estimated at 38.5 MHz after placement, so two, and three since the
+# levels after a far read are limited (below). iCE40 (a slower LUT and carry) one.
+_LEVELS = {Family.ECP5: 3, Family.GENERIC: 4, Family.ICE40: 1}
+# Levels after a far read (``UnrolledDesign.far_levels``), per family: on ECP5 three levels
+# per stage but two after a read of a broadcast copy, a broadcast value made in its stage's
+# first level. The jet tagger at II 1 on the ECP5-85F at a 100 MHz target (clusters of 2,
+# copies per 4 readers): two levels everywhere, 17 stages, Fmax 86.3 MHz (seed 1), 92.32
+# and 90.03 (seeds 2, 3 at 115 MHz; 116.37 once, seed 2 at 100); this, 15 stages, 88.94
+# and 91.86 (seeds 1, 3), 26,507 FF against 30,554: 15 cycles at 90 MHz, 167 ns against
+# 17 at 90, 189 ns. Uniform three levels (12 stages) placed at 68.37 MHz.
+_FAR_LEVELS = {Family.ECP5: 2}
 
 
 def levels_per_stage(options: BuildOptions) -> int:
     """Logic levels between register banks for this target (one stage for everything
     without pipelining)."""
     return _LEVELS[options.family] if options.pipeline else 1 << 20
+
+
+def far_levels(options: BuildOptions) -> int | None:
+    """Levels of logic after a far read in a stage, for this target (None: no limit)."""
+    return _FAR_LEVELS.get(options.family) if options.pipeline else None
 
 
 # Neurons per cluster on ECP5 for a chain over CLUSTER_MIN_LUTS LUT4s (the uncalibrated
@@ -107,8 +121,10 @@ class UnrolledEngine(Engine):
         if key not in self._designs:
             design = UnrolledDesign(self.hw_layers(), *key[:2])
             size = _cluster_of(design, options)
-            if size:
-                design = UnrolledDesign(self.hw_layers(), *key[:2], cluster=size)
+            far = far_levels(options)
+            if size or far:
+                design = UnrolledDesign(self.hw_layers(), *key[:2], cluster=size,
+                                        far_levels=far)
             self._designs[key] = design
         return self._designs[key]
 
@@ -143,7 +159,8 @@ class UnrolledEngine(Engine):
         from ...hw.unrolled import UnrolledChain
         design = self.design(options)
         unit = UnrolledChain(layers=self.hw_layers(), levels_per_stage=design.levels_per_stage,
-                             fanout=design.fanout, cluster=design.cluster)
+                             fanout=design.fanout, cluster=design.cluster,
+                             far_levels=design.far_levels)
         return [Node(self.name, unit, self.inputs, self.output)]
 
 
