@@ -364,11 +364,11 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
                 engines: list[str] | None = None, seed: int | None = None) -> float:
     """Place and route ``netlist`` (Yosys JSON); ``output`` is the .asc (iCE40) or
     .config (ECP5) for the bitstream packer; ``router`` picks nextpnr's router (None: its
-    default), ``seed`` its placement seed (None: its default). On the ECP5, block RAM reads registered in the fabric take the block's own
-    output register first (:mod:`qloom.flows.ecp5_outreg`; nextpnr reads
-    ``<netlist>.outreg.json``), carry chains start and end without nextpnr's feed cells
-    (:mod:`qloom.flows.ecp5_carry`), and on the 85F die a design using more than a row of DSP
-    blocks has them placed in lane order (:mod:`qloom.flows.ecp5_dsp_place`), one using
+    default), ``seed`` its placement seed (None: its default). On the ECP5, block RAM
+    reads registered in the fabric take the block's own output register first
+    (:mod:`qloom.flows.ecp5_outreg`; nextpnr reads ``<netlist>.outreg.json``), carry
+    chains start and end without nextpnr's feed cells (:mod:`qloom.flows.ecp5_carry`), and
+    on the 85F die a design using more than a row of DSP blocks has them placed in lane order (:mod:`qloom.flows.ecp5_dsp_place`), one using
     more than a row of block RAMs its ``engines``' blocks (the accelerator's, in stream
     order) engine by engine (:mod:`qloom.flows.ecp5_bram_place`)."""
     parsed = None
