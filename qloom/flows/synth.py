@@ -368,9 +368,10 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
     reads registered in the fabric take the block's own output register first
     (:mod:`qloom.flows.ecp5_outreg`; nextpnr reads ``<netlist>.outreg.json``), carry
     chains start and end without nextpnr's feed cells (:mod:`qloom.flows.ecp5_carry`), and
-    on the 85F die a design using more than a row of DSP blocks has them placed in lane order (:mod:`qloom.flows.ecp5_dsp_place`), one using
-    more than a row of block RAMs its ``engines``' blocks (the accelerator's, in stream
-    order) engine by engine (:mod:`qloom.flows.ecp5_bram_place`)."""
+    on the 85F die a design using more than a row of DSP blocks has them placed in lane
+    order (:mod:`qloom.flows.ecp5_dsp_place`), one using more than a row of block RAMs its
+    ``engines``' blocks (the accelerator's, in stream order) engine by engine
+    (:mod:`qloom.flows.ecp5_bram_place`)."""
     parsed = None
     if family == "ecp5":
         # The passes on one reading of the netlist (it is over 100 MB for CNV-w1a1).
