@@ -51,14 +51,15 @@ def unrolled(dense, family, after=None):
     """The unrolled engine of ``dense``, with ``after`` (a MultiThreshold) fused, as qloom
     builds it for ``family`` (the engine's rules for levels per stage and clusters)."""
     from qloom.flows.engines.base import BuildOptions
-    from qloom.flows.engines.unrolled import cluster_size, levels_per_stage
+    from qloom.flows.engines.unrolled import chain_schedule, cluster_size
     from qloom.hw.threshold import ThresholdSpec
     from qloom.hw.unrolled import UnrolledChain, UnrolledLayer
     post = ThresholdSpec.from_layer(after) if after is not None else None
     layers = [UnrolledLayer(dense.weights, dense.w_type, dense.in_type, post)]
     options = BuildOptions(family=Family(family))
-    return UnrolledChain(layers=layers, levels_per_stage=levels_per_stage(options),
-                         cluster=cluster_size(layers, options))
+    per, far, copies = chain_schedule(layers, options)
+    return UnrolledChain(layers=layers, levels_per_stage=per, far_levels=far,
+                         copy_readers=copies, cluster=cluster_size(layers, options))
 
 
 def _binary(dense) -> bool:

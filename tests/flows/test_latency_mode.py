@@ -11,9 +11,10 @@ import pytest
 from qloom.errors import QloomError
 from qloom.flows.compile import CompileConfig, run_steps
 from qloom.flows.engines.base import BuildOptions
-from qloom.flows.engines.unrolled import (UnrolledEngine, broadcast_fanout, cluster_size,
-                                          levels_per_stage)
+from qloom.flows.engines.unrolled import (UnrolledEngine, broadcast_fanout, chain_schedule,
+                                          cluster_size, levels_per_stage)
 from qloom.hw.unrolled import UnrolledChain, UnrolledDesign
+from qloom.nn.dtypes import int_type, uint_type
 
 from nets import binary_mlp, conv_net, multibit_mlp, random_input
 from test_top import rtl_run
@@ -73,6 +74,26 @@ def test_levels_per_stage_follow_the_family_and_pipeline_option():
     assert levels_per_stage(BuildOptions(pipeline=False)) > 1000
     assert broadcast_fanout(BuildOptions()) and broadcast_fanout(BuildOptions(pipeline=False)) \
         is None
+
+
+def test_chain_schedule_multibit_chains_on_ecp5_only():
+    """Multi-bit chains on ECP5: three levels per stage, two after a far read, copies per
+    4 readers; popcount chains and other families: the family's levels, no far limit,
+    copies per BROADCAST_READERS; the engine builds the design so."""
+    from qloom.flows.cost import Family
+    from qloom.hw.unrolled import BROADCAST_READERS, UnrolledLayer
+    multi = [UnrolledLayer(np.ones((3, 4), dtype=int), int_type(4), int_type(4))]
+    binary = [UnrolledLayer(np.ones((3, 4), dtype=int), int_type(4), uint_type(1))]
+    ecp5, ice40 = BuildOptions(family=Family.ECP5), BuildOptions(family=Family.ICE40)
+    assert chain_schedule(multi, ecp5) == (3, 2, 4)
+    assert chain_schedule(binary, ecp5) == (levels_per_stage(ecp5), None, BROADCAST_READERS)
+    assert chain_schedule(multi, ice40) == (levels_per_stage(ice40), None, BROADCAST_READERS)
+    assert chain_schedule(multi, BuildOptions(family=Family.ECP5, pipeline=False))[1] is None
+    state = run_steps(multibit_mlp(), CompileConfig(latency=True, board="ulx3s-85f"),
+                      until="fold")
+    (engine,) = [e for e in state.engines if isinstance(e, UnrolledEngine)]
+    d = engine.design(state.options)
+    assert (d.levels_per_stage, d.far_levels, d.copy_readers) == (3, 2, 4)
 
 
 @pytest.mark.parametrize("make", [multibit_mlp, binary_mlp,

@@ -15,23 +15,26 @@ from ...nn.ir import Dense, MultiThreshold, Requant
 from ..cost import Family
 from .base import BuildOptions, Engine, Fold, pixels
 
-__all__ = ["UnrolledEngine", "unroll", "levels_per_stage", "far_levels", "broadcast_fanout",
+__all__ = ["UnrolledEngine", "unroll", "levels_per_stage", "chain_schedule", "broadcast_fanout",
            "cluster_size"]
 
 # Adder levels between pipeline registers, per family. ECP5 (nextpnr, speed 6), the jet
 # tagger's last layer placed and routed alone: 97 MHz at four levels per stage, 165 MHz at
 # two, 160 MHz at one (its credit counter then sets the clock); the whole jet tagger at
-# four levels was estimated at 38.5 MHz after placement, so two, and three since the
-# levels after a far read are limited (below). iCE40 (a slower LUT and carry) one.
-_LEVELS = {Family.ECP5: 3, Family.GENERIC: 4, Family.ICE40: 1}
-# Levels after a far read (``UnrolledDesign.far_levels``), per family: on ECP5 three levels
-# per stage but two after a read of a broadcast copy, a broadcast value made in its stage's
-# first level. The jet tagger at II 1 on the ECP5-85F at a 100 MHz target (clusters of 2,
-# copies per 4 readers): two levels everywhere, 17 stages, Fmax 86.3 MHz (seed 1), 92.32
-# and 90.03 (seeds 2, 3 at 115 MHz; 116.37 once, seed 2 at 100); this, 15 stages, 88.94
-# and 91.86 (seeds 1, 3), 26,507 FF against 30,554: 15 cycles at 90 MHz, 167 ns against
-# 17 at 90, 189 ns. Uniform three levels (12 stages) placed at 68.37 MHz.
-_FAR_LEVELS = {Family.ECP5: 2}
+# four levels was estimated at 38.5 MHz after placement, so two. iCE40 (a slower LUT and
+# carry) one.
+_LEVELS = {Family.ECP5: 2, Family.GENERIC: 4, Family.ICE40: 1}
+# Chains of multi-bit layers (no layer on one-bit inputs), per family: (levels per stage,
+# levels after a far read (``UnrolledDesign.far_levels``), readers per register copy). On
+# ECP5 three levels per stage but two after a read of a broadcast copy, a broadcast value
+# made in its stage's first level, copies per 4 readers. The jet tagger at II 1 on the
+# ECP5-85F at a 100 MHz target (clusters of 2): two levels everywhere and copies per 8, 17
+# stages, Fmax 79.67 MHz; per 4, 86.3 (seed 1), 92.32 and 90.03 (seeds 2, 3 at 115 MHz;
+# 116.37 once, seed 2 at 100); this, 15 stages, 88.94 and 91.86 (seeds 1, 3), 26,507 FF
+# against 30,554: 15 cycles at 90 MHz, 167 ns against 17 at 90, 189 ns. Uniform three
+# levels (12 stages) placed at 68.37 MHz. Popcount chains keep two levels and copies per
+# 8: TFC-w1a1 at II 1 met 100 MHz so (104.77 MHz), and this schedule took it to 88.72.
+_MULTIBIT = {Family.ECP5: (3, 2, 4)}
 
 
 def levels_per_stage(options: BuildOptions) -> int:
@@ -40,9 +43,14 @@ def levels_per_stage(options: BuildOptions) -> int:
     return _LEVELS[options.family] if options.pipeline else 1 << 20
 
 
-def far_levels(options: BuildOptions) -> int | None:
-    """Levels of logic after a far read in a stage, for this target (None: no limit)."""
-    return _FAR_LEVELS.get(options.family) if options.pipeline else None
+def chain_schedule(layers, options: BuildOptions) -> tuple[int, int | None, int]:
+    """Levels per stage, levels after a far read (None: no limit) and readers per register
+    copy for an unrolled chain of ``layers`` (``UnrolledLayer``) on this target."""
+    from ...hw.unrolled import BROADCAST_READERS
+    if options.pipeline and options.family in _MULTIBIT \
+            and all(layer.in_type.bits > 1 for layer in layers):
+        return _MULTIBIT[options.family]
+    return levels_per_stage(options), None, BROADCAST_READERS
 
 
 # Neurons per cluster on ECP5 for a chain over CLUSTER_MIN_LUTS LUT4s (the uncalibrated
@@ -119,11 +127,12 @@ class UnrolledEngine(Engine):
         from ...hw.unrolled import UnrolledDesign
         key = (levels_per_stage(options), broadcast_fanout(options), options.family)
         if key not in self._designs:
-            design = UnrolledDesign(self.hw_layers(), *key[:2])
+            layers = self.hw_layers()
+            per, far, copies = chain_schedule(layers, options)
+            design = UnrolledDesign(layers, per, key[1], copy_readers=copies, far_levels=far)
             size = _cluster_of(design, options)
-            far = far_levels(options)
-            if size or far:
-                design = UnrolledDesign(self.hw_layers(), *key[:2], cluster=size,
+            if size:
+                design = UnrolledDesign(layers, per, key[1], cluster=size, copy_readers=copies,
                                         far_levels=far)
             self._designs[key] = design
         return self._designs[key]
@@ -160,7 +169,7 @@ class UnrolledEngine(Engine):
         design = self.design(options)
         unit = UnrolledChain(layers=self.hw_layers(), levels_per_stage=design.levels_per_stage,
                              fanout=design.fanout, cluster=design.cluster,
-                             far_levels=design.far_levels)
+                             copy_readers=design.copy_readers, far_levels=design.far_levels)
         return [Node(self.name, unit, self.inputs, self.output)]
 
 
