@@ -317,7 +317,7 @@ class UnrolledDesign:
         broadcast = {n for n, r in readers.items()
                      if self.fanout is not None and len(r) > self.fanout}
         end, stage = {}, {}
-        far = {}        # levels since its stage began on a path from a far read
+        far = set()     # nodes on a path from a far read within their stage
         for n in sorted(live):
             node = g.nodes[n]
             if node.op == "const":
@@ -357,10 +357,10 @@ class UnrolledDesign:
                      for n in broadcast if n in stage for k, r in enumerate(readers[n])}
 
     def _far_start(self, n: int, start: int, levels: int, broadcast: set, stage: dict,
-                   end: dict, far: dict) -> int:
+                   end: dict, far: set) -> int:
         """``n``'s first level under ``far_levels`` (see the class): in the next stage
         when the levels since a far read in its stage would exceed it, or when ``n`` is a
-        broadcast value past its stage's first level; ``far[n]`` set when such a path
+        broadcast value past its stage's first level; ``n`` joins ``far`` when such a path
         runs through it."""
         g, per = self.graph, self.levels_per_stage
         operands = [t.node for t in g.nodes[n].operands if t.node in end]
@@ -381,7 +381,7 @@ class UnrolledDesign:
             start = -(-start // per) * per
             before = lead(start)
         if before is not None:
-            far[n] = before + levels
+            far.add(n)
         return start
 
     def copy_registers(self) -> set:

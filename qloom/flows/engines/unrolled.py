@@ -129,11 +129,11 @@ class UnrolledEngine(Engine):
         if key not in self._designs:
             layers = self.hw_layers()
             per, far, copies = chain_schedule(layers, options)
-            design = UnrolledDesign(layers, per, key[1], copy_readers=copies, far_levels=far)
+            schedule = dict(copy_readers=copies, far_levels=far)
+            design = UnrolledDesign(layers, per, key[1], **schedule)
             size = _cluster_of(design, options)
             if size:
-                design = UnrolledDesign(layers, per, key[1], cluster=size, copy_readers=copies,
-                                        far_levels=far)
+                design = UnrolledDesign(layers, per, key[1], cluster=size, **schedule)
             self._designs[key] = design
         return self._designs[key]
 
