@@ -29,6 +29,7 @@ from ..hw.protocol import WireFormat
 from ..hw.uart import divisor_for
 from . import outdir, synth
 from .html_report import write_report_html
+from .pnr_seeds import clock_fmax, place_and_route, seed_list
 
 __all__ = ["BuildResult", "read_design", "fit_check", "build_board", "build_asic",
            "add_parser", "run"]
@@ -246,7 +247,7 @@ RETRIES = 2
 
 def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = None,
                 baud: int | None = None, retry: bool = True,
-                seed: int | None = None) -> BuildResult:
+                seed: int | None = None, seeds: int | None = None) -> BuildResult:
     """Build the bitstream. When the clock was not given and the design misses it, build
     again with the PLL 10% under the Fmax nextpnr measured, up to ``RETRIES`` times (place
     and route varies between runs: 3% under was seen to miss, and on a nearly full UP5K
@@ -254,17 +255,15 @@ def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = 
     to the highest clock it closes timing at (``retry=False`` keeps the first). ``seed``:
     nextpnr's placement seed (None: its default); placement and so Fmax vary with it (the
     jet tagger at II 1 on the ECP5-85F, one netlist at 100 MHz: 86.3 MHz routed with the
-    default seed, 116.37 with seed 2)."""
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)
-                             or not 0 <= seed < 1 << 31):
-        raise ValueError(f"The placement seed must be an integer from 0 to 2**31 - 1, "
-                         f"not {seed!r}")
+    default seed, 116.37 with seed 2). ``seeds``: place and route with that many seeds
+    from ``seed`` (default 1), keeping the fastest (:mod:`qloom.flows.pnr_seeds`)."""
+    seeds = seed_list(seed, seeds)
     out = Path(out_dir)
     read_design(out)
     area, failed = _area(out, "build"), _area(out, "build-failed")
     with _signals_unwind():
         staged = _build_board(out, area, failed, board=board, clock_mhz=clock_mhz, baud=baud,
-                              seed=seed)
+                              seeds=seeds)
         try:
             for _ in range(RETRIES if retry and clock_mhz is None else 0):
                 report = staged.result.report
@@ -272,7 +271,7 @@ def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = 
                 if report.get("timing_met") is not False or not fmax:
                     break
                 staged = _build_again(out, area, failed, staged, math.floor(fmax * 0.9 * 10) / 10,
-                                      board=board, baud=baud, seed=seed)
+                                      board=board, baud=baud, seeds=seeds)
             area.install(staged.folder)
         except BaseException:
             area.discard(staged.folder)
@@ -283,7 +282,7 @@ def build_board(out_dir, *, board: str | None = None, clock_mhz: float | None = 
 
 
 def _build_again(out, area, failed, first: _Staged, lower: float, *, board, baud,
-                 seed) -> _Staged:
+                 seeds) -> _Staged:
     """Another try at ``lower`` MHz. The previous try stays staged meanwhile, so that a
     kill keeps the previous build in ``OUT/build``; when the tools fail on this try, the
     previous one (complete, timing missed) is installed and the error raised."""
@@ -291,7 +290,7 @@ def _build_again(out, area, failed, first: _Staged, lower: float, *, board, baud
           f"again at {lower:g} MHz", flush=True)
     try:
         second = _build_board(out, area, failed, board=board, clock_mhz=lower, baud=baud,
-                              seed=seed)
+                              seeds=seeds)
     except ToolError:
         area.install(first.folder)
         raise
@@ -310,7 +309,7 @@ def _print_result(result: dict):
 
 
 def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, clock_mhz,
-                 baud, seed=None) -> _Staged:
+                 baud, seeds=(None,)) -> _Staged:
     """One build into a staging folder (``area.install`` puts it in place). A tool
     failure moves the staging folder, logs and all, to ``OUT/build-failed``."""
     manifest, report = read_design(out)
@@ -334,11 +333,13 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
         platform.prepare(top, name=NAME, **options).extract(tmp)
         if not b.family.open_flow:
             return _Staged(tmp, _vendor_project(out, tmp, b, top, need))
-        stat, pnr, bitstream = _open_flow(tmp, b, platform,
-                                          [layer["name"] for layer in manifest.get("layers", [])],
-                                          seed)
+        stat, pnr, bitstream, (seed, tried) = _open_flow(
+            tmp, b, platform, [layer["name"] for layer in manifest.get("layers", [])],
+            seeds, top.clock_mhz)
         result = _board_result(out, b, top, need, stat, pnr, bitstream)
         result["seed"] = seed
+        if len(seeds) > 1:
+            result["seeds"] = tried
         (tmp / "report.json").write_text(json.dumps(result, indent=1))
     except ToolError as e:     # keep the logs of a failed build, apart from a good one
         failed.install(tmp)
@@ -362,23 +363,24 @@ def _vendor_project(out: Path, tmp: Path, b, top, need) -> BuildResult:
     return BuildResult(out / "build", result, None)
 
 
-def _open_flow(tmp: Path, b, platform, engines: list[str],
-               seed: int | None = None) -> tuple[dict, dict, Path]:
-    """Yosys, nextpnr (placement ``seed``, None: its default) and the bitstream packer in
-    ``tmp`` (``engines``: the accelerator's, in stream order): Yosys' cell counts,
-    nextpnr's report and the bitstream's path."""
+def _open_flow(tmp: Path, b, platform, engines: list[str], seeds: list,
+               target_mhz: float) -> tuple[dict, dict, Path, tuple]:
+    """Yosys, nextpnr (placement ``seeds``, :mod:`qloom.flows.pnr_seeds`; ``[None]``: its
+    default) and the bitstream packer in ``tmp`` (``engines``: the accelerator's, in
+    stream order): Yosys' cell counts, nextpnr's report, the bitstream's path and the seed
+    kept with the Fmax of each seed run."""
     family = b.family.value
     synth.run_yosys(tmp / f"{NAME}.ys", tmp, tmp / f"{NAME}.yosys.log",
                     step=f"yosys synth_{family}")
     stat = synth.read_stat(tmp / f"{NAME}.stat.json", family)
     routed = tmp / (f"{NAME}.asc" if family == "ice40" else f"{NAME}.config")
-    synth.run_nextpnr(family, netlist=tmp / f"{NAME}.json", cwd=tmp, device=b.device,
-                      package=b.package, clock_mhz=None, report=tmp / f"{NAME}.report.json",
-                      constraints=tmp / f"{NAME}.{'pcf' if family == 'ice40' else 'lpf'}",
-                      log=tmp / f"{NAME}.nextpnr.log", output=routed,
-                      speed=getattr(platform, "speed", 6),
-                      router=synth.router_for(family, stat["dsp"], b.device, stat["lut"]),
-                      engines=engines, seed=seed)
+    kept = place_and_route(
+        family, seeds, target_mhz, netlist=tmp / f"{NAME}.json", cwd=tmp,
+        report=tmp / f"{NAME}.report.json", log=tmp / f"{NAME}.nextpnr.log", output=routed,
+        engines=engines, device=b.device, package=b.package, clock_mhz=None,
+        constraints=tmp / f"{NAME}.{'pcf' if family == 'ice40' else 'lpf'}",
+        speed=getattr(platform, "speed", 6),
+        router=synth.router_for(family, stat["dsp"], b.device, stat["lut"]))
     bitstream = tmp / f"{NAME}.{b.bitstream_ext}"
     if family == "ice40":
         synth.run_tool("icepack", ["yowasp-icepack", routed.name, bitstream.name], tmp,
@@ -386,13 +388,12 @@ def _open_flow(tmp: Path, b, platform, engines: list[str],
     else:
         synth.run_tool("ecppack", ["yowasp-ecppack", "--compress", "--input", routed.name,
                                    "--bit", bitstream.name], tmp, tmp / "ecppack.log")
-    return stat, synth.read_nextpnr_report(tmp / f"{NAME}.report.json"), bitstream
+    return stat, synth.read_nextpnr_report(tmp / f"{NAME}.report.json"), bitstream, kept
 
 
 def _board_result(out: Path, b, top, need, stat: dict, pnr: dict, bitstream: Path) -> dict:
     """The build's ``report.json``: clock, timing, utilization and the estimate's error."""
-    sync = [v for k, v in pnr["fmax_by_clock"].items() if "sync" in k or "clk" in k]
-    fmax = min(v["achieved"] for v in sync) if sync else pnr["fmax_mhz"]
+    fmax = clock_fmax(pnr)
     util = _utilization(b, stat, pnr["utilization"])
     # LUT4s and flip-flops as Yosys counts them, what the cost model estimates (nextpnr's
     # logic cells also hold lone flip-flops; on the ECP5 it moves block RAM read registers
@@ -465,6 +466,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, metavar="N",
                    help="nextpnr's placement seed (default: nextpnr's); Fmax varies with it, "
                         "so a design that misses timing may meet it with another")
+    p.add_argument("--seeds", type=int, metavar="K",
+                   help="place and route with K seeds (from --seed, default 1), as many at a "
+                        "time as the machine has cores, keeping the fastest; no new seed "
+                        "starts once one meets the clock")
     p.add_argument("--target", choices=["fpga", "asic-generic"], default="fpga",
                    help="asic-generic: generic gate-level synthesis with transistor counts")
     p.set_defaults(func=run)
@@ -477,10 +482,11 @@ def run(args) -> int:
         return 0
     try:
         result = build_board(args.out, board=args.board, clock_mhz=args.clock, baud=args.baud,
-                             seed=args.seed)
+                             seed=args.seed, seeds=args.seeds)
     except ValueError as e:
         raise QloomError(str(e)) from None
     if result.report.get("timing_met") is False:
         print(f"warning: timing not met; the bitstream may misbehave: rebuild with --clock "
-              f"{int(result.report['fmax_mhz'])} or lower, or try another --seed", flush=True)
+              f"{int(result.report['fmax_mhz'])} or lower, or try other seeds (--seeds K)",
+              flush=True)
     return 0

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +34,8 @@ from .ecp5_dsp_place import DIES_85F, place_dsps_in_netlist
 from .ecp5_outreg import absorb_in_netlist
 
 __all__ = ["FAMILIES", "SynthReport", "Harness", "synthesize", "run_tool", "run_yosys",
-           "board_synth_opts", "router_for", "run_nextpnr", "read_stat", "read_nextpnr_report",
-           "nextpnr_device_args"]
+           "board_synth_opts", "router_for", "run_nextpnr", "prepare_netlist", "Stopped",
+           "read_stat", "read_nextpnr_report", "nextpnr_device_args"]
 
 FAMILIES = ("ice40", "ecp5", "generic")
 
@@ -176,23 +177,37 @@ def _last_line(path: Path) -> str | None:
     return line if len(line) <= 100 else line[:97] + "..."
 
 
+class Stopped(Exception):
+    """A tool run ended early because its ``stop`` event was set."""
+
+
+# How often a tool run with a ``stop`` event looks at it.
+STOP_POLL_SECONDS = 1.0
+
+
 def run_tool(step: str, argv: list[str], cwd: Path, log: Path, quiet: bool = False,
-             watch: Path | None = None) -> float:
+             watch: Path | None = None, stop: threading.Event | None = None) -> float:
     """Run one tool step in ``cwd``, its output kept in ``log``; print one progress line
     when it ends and, while it runs, one every ``PROGRESS_SECONDS`` when the last line of
     ``watch`` (default ``log``) has changed. Raises ToolError with the tool's last lines
-    when it fails; the tool is killed if qloom is interrupted."""
+    when it fails; the tool is killed if qloom is interrupted, or (raising ``Stopped``)
+    when ``stop`` is set, as another thread may do."""
     tool = _tool(argv[0])
     start = time.monotonic()
-    shown = None
+    shown, shown_at = None, start
     with open(log, "w") as f:
         proc = subprocess.Popen([tool, *argv[1:]], cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
         try:
             while True:
                 try:
-                    proc.wait(timeout=PROGRESS_SECONDS)
+                    proc.wait(timeout=PROGRESS_SECONDS if stop is None else STOP_POLL_SECONDS)
                     break
                 except subprocess.TimeoutExpired:
+                    if stop is not None and stop.is_set():
+                        raise Stopped(step) from None
+                    if time.monotonic() - shown_at < PROGRESS_SECONDS - 1e-3:
+                        continue
+                    shown_at = time.monotonic()
                     line = None if quiet else _last_line(watch or log)
                     if line is not None and line != shown:
                         minutes = (time.monotonic() - start) / 60
@@ -361,17 +376,48 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
                 constraints: Path | None, clock_mhz: float | None, report: Path,
                 log: Path, output: Path | None = None, speed: str | int = 6,
                 quiet: bool = False, router: str | None = None,
-                engines: list[str] | None = None, seed: int | None = None) -> float:
+                engines: list[str] | None = None, seed: int | None = None,
+                prepared: bool = False, stop: threading.Event | None = None,
+                step: str | None = None) -> float:
     """Place and route ``netlist`` (Yosys JSON); ``output`` is the .asc (iCE40) or
     .config (ECP5) for the bitstream packer; ``router`` picks nextpnr's router (None: its
-    default), ``seed`` its placement seed (None: its default). On the ECP5, block RAM
-    reads registered in the fabric take the block's own output register first
-    (:mod:`qloom.flows.ecp5_outreg`; nextpnr reads ``<netlist>.outreg.json``), carry
-    chains start and end without nextpnr's feed cells (:mod:`qloom.flows.ecp5_carry`), and
-    on the 85F die a design using more than a row of DSP blocks has them placed in lane
-    order (:mod:`qloom.flows.ecp5_dsp_place`), one using more than a row of block RAMs its
-    ``engines``' blocks (the accelerator's, in stream order) engine by engine
-    (:mod:`qloom.flows.ecp5_bram_place`)."""
+    default), ``seed`` its placement seed (None: its default). The netlist is first
+    prepared (:func:`prepare_netlist`, with ``engines``) unless ``prepared`` says it is
+    that function's output already; ``stop`` and ``step``: see :func:`run_tool`."""
+    if not prepared:
+        netlist = prepare_netlist(family, netlist, device, engines, quiet)
+    argv = [f"yowasp-nextpnr-{family}", *nextpnr_device_args(family, device, package, speed),
+            "--json", _rel(netlist, cwd), "--report", _rel(report, cwd), "--log", _rel(log, cwd),
+            "--timing-allow-fail"]
+    if clock_mhz:
+        argv += ["--freq", f"{clock_mhz:g}"]
+    if seed is not None:
+        argv += ["--seed", str(seed)]
+    if family == "ice40":
+        argv += ["--pcf", _rel(constraints, cwd)] if constraints else ["--pcf-allow-unconstrained"]
+        if output:
+            argv += ["--asc", _rel(output, cwd)]
+    else:
+        if router:
+            argv += ["--router", router]
+        if constraints:
+            argv += ["--lpf", _rel(constraints, cwd)]
+        if output:
+            argv += ["--textcfg", _rel(output, cwd)]
+    return run_tool(step or f"nextpnr-{family} ({device})", argv, cwd,
+                    log.with_suffix(".stdout"), quiet=quiet, stop=stop)
+
+
+def prepare_netlist(family: str, netlist: Path, device: str, engines: list[str] | None = None,
+                    quiet: bool = False) -> Path:
+    """The netlist nextpnr reads for Yosys' ``netlist``. On the ECP5 (written beside it as
+    ``<netlist>.outreg.json``), block RAM reads registered in the fabric take the block's
+    own output register first (:mod:`qloom.flows.ecp5_outreg`), carry chains start and end without nextpnr's feed cells
+    (:mod:`qloom.flows.ecp5_carry`), and on the 85F die a design using more than a row of
+    DSP blocks has them placed in lane order (:mod:`qloom.flows.ecp5_dsp_place`), one
+    using more than a row of block RAMs its ``engines``' blocks (the accelerator's, in
+    stream order) engine by engine (:mod:`qloom.flows.ecp5_bram_place`). Unless ``quiet``,
+    prints what it changed and the deepest logic."""
     parsed = None
     if family == "ecp5":
         # The passes on one reading of the netlist (it is over 100 MB for CNV-w1a1).
@@ -397,26 +443,7 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
         netlist = moved
     if not quiet:
         _print_logic_depth(Path(netlist), parsed)
-    argv = [f"yowasp-nextpnr-{family}", *nextpnr_device_args(family, device, package, speed),
-            "--json", _rel(netlist, cwd), "--report", _rel(report, cwd), "--log", _rel(log, cwd),
-            "--timing-allow-fail"]
-    if clock_mhz:
-        argv += ["--freq", f"{clock_mhz:g}"]
-    if seed is not None:
-        argv += ["--seed", str(seed)]
-    if family == "ice40":
-        argv += ["--pcf", _rel(constraints, cwd)] if constraints else ["--pcf-allow-unconstrained"]
-        if output:
-            argv += ["--asc", _rel(output, cwd)]
-    else:
-        if router:
-            argv += ["--router", router]
-        if constraints:
-            argv += ["--lpf", _rel(constraints, cwd)]
-        if output:
-            argv += ["--textcfg", _rel(output, cwd)]
-    return run_tool(f"nextpnr-{family} ({device})", argv, cwd, log.with_suffix(".stdout"),
-                    quiet=quiet)
+    return Path(netlist)
 
 
 def _print_logic_depth(netlist: Path, parsed: dict | None = None, top: int = 20):

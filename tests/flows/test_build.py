@@ -3,6 +3,7 @@ the vendor-script path, asic-generic, and tool failures."""
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,77 @@ def test_estimate_error(tmp_path, monkeypatch):
     assert report["estimate_error"]["dsp"] is None
 
 
+def _recording_nextpnr(monkeypatch) -> list:
+    """The argv of every nextpnr run from now on (the tools still run)."""
+    from qloom.flows import synth
+    argvs, run_tool = [], synth.run_tool
+
+    def recording(step, argv, *args, **kwargs):
+        if "nextpnr" in argv[0]:
+            argvs.append(argv)
+        return run_tool(step, argv, *args, **kwargs)
+
+    monkeypatch.setattr(synth, "run_tool", recording)
+    return argvs
+
+
+def _seed_of(argv) -> int:
+    return int(argv[argv.index("--seed") + 1])
+
+
+def test_seeds_keep_the_fastest(tmp_path, monkeypatch, capsys):
+    """A clock no seed meets: every seed is placed and routed, and the build keeps the
+    fastest one's routing, report and log under the usual names."""
+    argvs = _recording_nextpnr(monkeypatch)
+    out = toy_out(tmp_path / "out")
+    report = build_board(out, board="icebreaker", clock_mhz=200, seed=5, seeds=3).report
+    assert sorted(_seed_of(a) for a in argvs) == [5, 6, 7]
+    tried = {r["seed"]: r["fmax_mhz"] for r in report["seeds"]}
+    assert sorted(tried) == [5, 6, 7] and report["timing_met"] is False
+    assert report["seed"] == max(tried, key=tried.get)
+    assert report["fmax_mhz"] == tried[report["seed"]] == max(tried.values())
+    build = out / "build"
+    kept = json.loads((build / "board_top.report.json").read_text())
+    assert round(kept["fmax"][next(iter(kept["fmax"]))]["achieved"], 2) == report["fmax_mhz"]
+    others = sorted(set(tried) - {report["seed"]})
+    for seed in others:
+        assert (build / f"board_top.seed{seed}.report.json").is_file()
+        assert (build / f"board_top.seed{seed}.nextpnr.log").is_file()
+    assert sorted(p.name for p in build.glob("*.asc")) == ["board_top.asc"]
+    assert Path(report["bitstream"]).is_file()
+    assert f"kept seed {report['seed']}" in capsys.readouterr().out
+
+
+def test_seeds_stop_once_one_meets_the_clock(tmp_path, monkeypatch):
+    """No new seed starts once one has met the clock."""
+    from qloom.flows import pnr_seeds
+    argvs = _recording_nextpnr(monkeypatch)
+    monkeypatch.setattr(pnr_seeds.os, "cpu_count", lambda: 1)      # one run at a time
+    out = toy_out(tmp_path / "out")
+    report = build_board(out, board="icebreaker", clock_mhz=24, seeds=4).report
+    assert [_seed_of(a) for a in argvs] == [1]
+    assert report["timing_met"] is True and report["seed"] == 1
+    assert [r["seed"] for r in report["seeds"]] == [1]
+
+
+@pytest.mark.parametrize("seed, seeds, message", [
+    (None, 0, "The number of placement seeds must be a positive integer, not 0"),
+    (None, True, "The number of placement seeds must be a positive integer, not True"),
+    ((1 << 31) - 2, 3, "3 seeds from 2147483646 go past nextpnr's highest, 2**31 - 1"),
+    (-1, 2, "The placement seed must be an integer from 0 to 2**31 - 1, not -1"),
+])
+def test_seed_list_errors(seed, seeds, message):
+    from qloom.flows.pnr_seeds import seed_list
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        seed_list(seed, seeds)
+
+
+def test_seed_list():
+    from qloom.flows.pnr_seeds import seed_list
+    assert seed_list(None, None) == [None] and seed_list(7, None) == [7]
+    assert seed_list(None, 3) == [1, 2, 3] and seed_list(9, 2) == [9, 10]
+
+
 def test_tool_failure_keeps_output_and_no_half_build(tmp_path):
     out = toy_out(tmp_path / "out")
     rtl = out / "rtl" / "qloom_top.v"
@@ -262,6 +334,9 @@ def test_cli_errors(tmp_path, capsys):
     assert main(["build", str(out), "--board", "icebreaker", "--seed", "-1"]) == 2
     assert ("qloom build: error: The placement seed must be an integer from 0 to 2**31 - 1, "
             "not -1" in capsys.readouterr().err)
+    assert main(["build", str(out), "--board", "icebreaker", "--seeds", "0"]) == 2
+    assert ("qloom build: error: The number of placement seeds must be a positive integer, "
+            "not 0" in capsys.readouterr().err)
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ FAKE = textwrap.dedent("""
     sys.path[:0] = {paths!r}
     from qloom.flows import build, synth
     calls = []
-    def fake(out, area, failed, *, board, clock_mhz, baud, seed):
+    def fake(out, area, failed, *, board, clock_mhz, baud, seeds):
         calls.append(clock_mhz)
         tmp = area.staging()
         (tmp / "board_top.bin").write_bytes(b"try %d" % len(calls))
@@ -144,7 +144,7 @@ def test_kill_during_the_rebuild_keeps_the_previous_build(tmp_path):
     assert hidden(out) == []
 
 
-def fake_try(out, area, failed, *, board, clock_mhz, baud, seed, fail_second=False):
+def fake_try(out, area, failed, *, board, clock_mhz, baud, seeds, fail_second=False):
     tmp = area.staging()
     met = clock_mhz is not None
     (tmp / "board_top.bin").write_bytes(b"met" if met else b"missed")

@@ -103,3 +103,33 @@ def test_last_line(tmp_path, text, want):
 
 def test_last_line_of_a_missing_file(tmp_path):
     assert synth._last_line(tmp_path / "absent") is None
+
+
+def test_stop_event_ends_the_tool(tmp_path, monkeypatch):
+    """Another thread setting ``stop`` (a seed sweep whose other seed met the clock) ends
+    the tool within a poll and raises ``Stopped``; progress lines still come once per
+    ``PROGRESS_SECONDS``, not once per poll."""
+    import threading
+    import time
+    monkeypatch.setattr(synth, "STOP_POLL_SECONDS", 0.02)
+    started = []
+    real_popen = synth.subprocess.Popen
+
+    def popen(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(synth.subprocess, "Popen", popen)
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    begin = time.monotonic()
+    with pytest.raises(synth.Stopped):
+        _run(tmp_path, 1, 60, 0, stop=stop)
+    assert time.monotonic() - begin < 5
+    assert started[0].returncode is not None            # killed and reaped
+    monkeypatch.setattr(synth, "PROGRESS_SECONDS", 0.2)
+    lines = []
+    monkeypatch.setattr(synth, "_last_line", lambda path: lines.append(path) or None)
+    _run(tmp_path, 5, 0.1, 0, stop=threading.Event())
+    assert 1 <= len(lines) <= 4, lines                  # about 0.5 s / 0.2 s, not / 0.02 s
