@@ -62,10 +62,8 @@ def test_failure_quotes_the_log(tmp_path, monkeypatch):
         _run(tmp_path, 2, 0.05, 3)
 
 
-def test_interrupt_kills_the_tool(tmp_path, monkeypatch):
-    """An exception in qloom while the tool runs (Ctrl-C, SIGTERM as ``Terminated``) ends
-    the tool too, not only qloom."""
-    monkeypatch.setattr(synth, "PROGRESS_SECONDS", 0.05)
+def _recording_popen(monkeypatch) -> list:
+    """The processes ``run_tool`` starts from now on."""
     started = []
     real_popen = synth.subprocess.Popen
 
@@ -75,6 +73,14 @@ def test_interrupt_kills_the_tool(tmp_path, monkeypatch):
         return proc
 
     monkeypatch.setattr(synth.subprocess, "Popen", popen)
+    return started
+
+
+def test_interrupt_kills_the_tool(tmp_path, monkeypatch):
+    """An exception in qloom while the tool runs (Ctrl-C, SIGTERM as ``Terminated``) ends
+    the tool too, not only qloom."""
+    monkeypatch.setattr(synth, "PROGRESS_SECONDS", 0.05)
+    started = _recording_popen(monkeypatch)
     calls = []
 
     def last_line(path):
@@ -112,15 +118,7 @@ def test_stop_event_ends_the_tool(tmp_path, monkeypatch):
     import threading
     import time
     monkeypatch.setattr(synth, "STOP_POLL_SECONDS", 0.02)
-    started = []
-    real_popen = synth.subprocess.Popen
-
-    def popen(*args, **kwargs):
-        proc = real_popen(*args, **kwargs)
-        started.append(proc)
-        return proc
-
-    monkeypatch.setattr(synth.subprocess, "Popen", popen)
+    started = _recording_popen(monkeypatch)
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()
     begin = time.monotonic()
