@@ -380,7 +380,7 @@ def _open_flow(tmp: Path, b, platform, engines: list[str], seeds: list,
         engines=engines, device=b.device, package=b.package, clock_mhz=None,
         constraints=tmp / f"{NAME}.{'pcf' if family == 'ice40' else 'lpf'}",
         speed=getattr(platform, "speed", 6),
-        router=synth.router_for(family, stat["dsp"], b.device, stat["lut"]))
+        router=synth.router_for(family, stat["dsp"], b.device, stat["lut"], stat["bram"]))
     bitstream = tmp / f"{NAME}.{b.bitstream_ext}"
     if family == "ice40":
         synth.run_tool("icepack", ["yowasp-icepack", routed.name, bitstream.name], tmp,

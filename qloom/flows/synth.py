@@ -278,20 +278,28 @@ AFTER_READ = f"{KEEP_COPIES}; {HIDE_ELEMENT_NAMES}"
 # blocks placed in lane order (qloom.flows.ecp5_dsp_place, the 85F die) router1 routes it in
 # 3 minutes and better: 155.5 MHz against router2's 139.3 on the same netlist. On TFC-w1a1
 # (no DSP) router1 gave 137 MHz, router2 114 MHz.
-# On large designs router1 crawls: CNV-w1a1 (40k LUT4, 180 DP16KD) still had 171k arcs to
-# route after 54k iterations (about 20 minutes), LFC-w1a1 (21k LUT4) 84k after 124k.
+# On large designs with many block RAMs router1 crawls: CNV-w1a1 (40k LUT4, 180 DP16KD)
+# still had 171k arcs to route after 54k iterations (about 20 minutes), LFC-w1a1 (21k
+# LUT4, 167 DP16KD) 84k after 124k. On large designs of logic alone it routes, and better
+# (2026-12-05, the 85F at a 100 MHz target): the jet tagger at II 1 (52,371 TRELLIS_COMB,
+# 62%, no block RAM), one placement, router1 in 257 s at 109.31 MHz against router2's
+# 88.94 (211 s; with --tmg-ripup 99.50, and at another seed it had not converged after 211
+# iterations); TFC-w1a1 at II 1 (51,438 TRELLIS_COMB) router1 in 170 s at 113.01 MHz,
+# router2 104.77 in session 26.
 ROUTER2_FROM_DSPS = 64
 ROUTER2_FROM_LUTS = 20000
+ROUTER2_FROM_BRAMS = 32
 
 
-def router_for(family: str, dsps: int, device: str, luts: int = 0) -> str | None:
-    """The nextpnr router for a design using ``dsps`` DSP blocks and ``luts`` LUT4s on
-    ``device`` (None: the default, router1): router2 for many DSP blocks that qloom does not
-    place itself, and for large designs."""
+def router_for(family: str, dsps: int, device: str, luts: int = 0, brams: int = 0) -> str | None:
+    """The nextpnr router for a design using ``dsps`` DSP blocks, ``luts`` LUT4s and
+    ``brams`` block RAMs on ``device`` (None: the default, router1): router2 for many DSP
+    blocks that qloom does not place itself, and for large designs with many block RAMs."""
     from .ecp5_dsp_place import DIES_85F
     if family != "ecp5":
         return None
-    if luts >= ROUTER2_FROM_LUTS or (dsps >= ROUTER2_FROM_DSPS and device not in DIES_85F):
+    if (luts >= ROUTER2_FROM_LUTS and brams >= ROUTER2_FROM_BRAMS) \
+            or (dsps >= ROUTER2_FROM_DSPS and device not in DIES_85F):
         return "router2"
     return None
 

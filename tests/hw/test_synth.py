@@ -315,8 +315,13 @@ def test_router_choice():
     assert synth.router_for("ecp5", 133, "LFE5U-85F") is None
     assert synth.router_for("ecp5", 4, "LFE5U-45F") is None
     assert synth.router_for("ice40", 200, "iCE40UP5K") is None
-    # and for large designs (router1 crawled on CNV-w1a1 and LFC-w1a1)
-    assert synth.router_for("ecp5", 0, "LFE5U-85F", luts=40000) == "router2"
+    # and for large designs with many block RAMs (router1 crawled on CNV-w1a1 and
+    # LFC-w1a1), not for large designs of logic alone (it routed the jet tagger at II 1)
+    assert synth.router_for("ecp5", 0, "LFE5U-85F", luts=40000, brams=180) == "router2"
+    assert synth.router_for("ecp5", 0, "LFE5U-85F", luts=20000, brams=32) == "router2"
+    assert synth.router_for("ecp5", 0, "LFE5U-85F", luts=19999, brams=177) is None
+    assert synth.router_for("ecp5", 0, "LFE5U-85F", luts=52000, brams=31) is None
+    assert synth.router_for("ecp5", 0, "LFE5U-85F", luts=52000) is None
     assert synth.router_for("ecp5", 133, "LFE5U-85F", luts=12000) is None
     assert synth.router_for("ice40", 0, "iCE40UP5K", luts=40000) is None
 
