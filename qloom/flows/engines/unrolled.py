@@ -29,11 +29,15 @@ _LEVELS = {Family.ECP5: 2, Family.GENERIC: 4, Family.ICE40: 1}
 # ECP5 three levels per stage but two after a read of a broadcast copy, a broadcast value
 # made in its stage's first level, copies per 4 readers. The jet tagger at II 1 on the
 # ECP5-85F at a 100 MHz target (clusters of 2): two levels everywhere and copies per 8, 17
-# stages, Fmax 79.67 MHz; per 4, 86.3 (seed 1), 92.32 and 90.03 (seeds 2, 3 at 115 MHz;
-# 116.37 once, seed 2 at 100); this, 15 stages, 88.94, 91.86, 82.52, 82.33 (seeds 1, 3,
-# 4, 5), 26,507 FF against 30,554: two cycles fewer at about the same clock. Uniform three
-# levels (12 stages) placed at 68.37 MHz. Popcount chains keep two levels and copies per
-# 8: TFC-w1a1 at II 1 met 100 MHz so (104.77 MHz), and this schedule took it to 88.72.
+# stages, Fmax 79.67 MHz; per 4, 86.3 (default seed), 92.32 and 90.03 (seeds 2, 3 at 115
+# MHz; 116.37 once, seed 2 at 100); this, 15 stages, 88.94, 91.86, 82.52, 82.33 (the
+# default seed, 3, 4, 5), 26,507 FF against 30,554: two cycles fewer at about the same
+# clock. Uniform three levels (12 stages) placed at 68.37 MHz. Popcount chains keep two
+# levels and copies per 8: TFC-w1a1 at II 1 met 100 MHz so (104.77 MHz), and this
+# schedule took it to 88.72. All these were routed by router2; router1, which qloom now
+# uses for designs of logic alone (``qloom.flows.synth.router_for``), routed the 15-stage
+# jet tagger's default-seed placement at 109.31 MHz (150 ns at 100 MHz) and TFC-w1a1 at
+# two levels at 113.01.
 _MULTIBIT = {Family.ECP5: (3, 2, 4)}
 
 
