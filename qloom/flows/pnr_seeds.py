@@ -57,12 +57,18 @@ def place_and_route(family: str, seeds: list, target_mhz: float, *, netlist: Pat
     left under those names. Returns its seed and, per seed run to its end in the order
     they ended, ``{"seed", "fmax_mhz"}``. ``options``: ``synth.run_nextpnr``'s others;
     ``jobs``: runs at a time (default: the machine's cores)."""
-    if len(seeds) == 1:
-        synth.run_nextpnr(family, netlist=netlist, cwd=cwd, report=report, log=log,
-                          output=output, engines=engines, seed=seeds[0], **options)
-        return seeds[0], [{"seed": seeds[0], "fmax_mhz": clock_fmax(
-            synth.read_nextpnr_report(report))}]
     prepared = synth.prepare_netlist(family, netlist, options["device"], engines)
+
+    def run(seed, rep, lg, out, stop=None):
+        """nextpnr with ``seed`` into these files (``stop``: of a sweep); its Fmax."""
+        synth.run_nextpnr(family, netlist=prepared, cwd=cwd, report=rep, log=lg, output=out,
+                          seed=seed, prepared=True, stop=stop,
+                          step=None if stop is None else f"nextpnr-{family} (seed {seed})",
+                          **options)
+        return clock_fmax(synth.read_nextpnr_report(rep))
+
+    if len(seeds) == 1:
+        return seeds[0], [{"seed": seeds[0], "fmax_mhz": run(seeds[0], report, log, output)}]
     jobs = max(1, min(len(seeds), jobs or os.cpu_count() or 1))
     print(f"[qloom] placing and routing with seeds {seeds[0]} to {seeds[-1]}, {jobs} at a "
           f"time, until one meets {target_mhz:g} MHz", flush=True)
@@ -73,20 +79,13 @@ def place_and_route(family: str, seeds: list, target_mhz: float, *, netlist: Pat
         return [p.with_name(p.name.replace(".", f".seed{seed}.", 1))
                 for p in (report, log, output)]
 
-    def one(seed):
-        rep, lg, out = files(seed)
-        synth.run_nextpnr(family, netlist=prepared, cwd=cwd, report=rep, log=lg, output=out,
-                          seed=seed, prepared=True, stop=stop,
-                          step=f"nextpnr-{family} (seed {seed})", **options)
-        return clock_fmax(synth.read_nextpnr_report(rep))
-
     results, pending, running = [], list(seeds), {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         try:
             while pending or running:
                 while pending and len(running) < jobs and not stop.is_set():
                     seed = pending.pop(0)
-                    running[pool.submit(one, seed)] = seed
+                    running[pool.submit(run, seed, *files(seed), stop)] = seed
                 if not running:
                     break
                 done, _ = wait(running, return_when=FIRST_COMPLETED)

@@ -199,6 +199,12 @@ def _passthrough(g: AdderGraph, node: Node) -> int:
     return 0
 
 
+def _stage_start(level: int, per: int) -> int:
+    """The first level of a stage at or after ``level`` (``per`` levels per stage): ``level``
+    itself when a stage starts there, else the next stage's start."""
+    return -(-level // per) * per
+
+
 def _is_hop(node: Node) -> bool:
     """Whether ``node`` is a hop (``compressor._HopOp``): its operand a stage later."""
     return getattr(node.info, "hop", False)
@@ -337,7 +343,7 @@ class UnrolledDesign:
                          else end[t.node] for t in node.operands if t.node in end), default=0)
             levels = 1 if node.op == "add" else node.info.levels
             if start // per != (start + levels - 1) // per:
-                start = -(-start // per) * per          # start on the next stage
+                start = _stage_start(start, per)        # start on the next stage
             if self.far_levels is not None:
                 start = self._far_start(n, start, levels, broadcast, stage, end, far)
             end[n] = start + levels
@@ -374,11 +380,11 @@ class UnrolledDesign:
             on_path = any(m in far and stage[m] == start // per for m in operands)
             return start % per if on_path else None
 
-        if n in broadcast and start % per:
-            start = -(-start // per) * per
+        if n in broadcast:
+            start = _stage_start(start, per)
         before = lead(start)
-        if before is not None and before + levels > self.far_levels and start % per:
-            start = -(-start // per) * per
+        if before is not None and before + levels > self.far_levels:
+            start = _stage_start(start, per)
             before = lead(start)
         if before is not None:
             far.add(n)

@@ -161,14 +161,7 @@ def test_baud_rate_fits_the_clock_the_pll_makes(tmp_path):
 def test_estimate_error(tmp_path, monkeypatch):
     """With a report.json the build compares the estimate with what the tools used (and
     nextpnr places with the seed given)."""
-    from qloom.flows import synth
-    argvs, run_tool = [], synth.run_tool
-
-    def recording(step, argv, *args, **kwargs):
-        argvs.append(argv)
-        return run_tool(step, argv, *args, **kwargs)
-
-    monkeypatch.setattr(synth, "run_tool", recording)
+    argvs = _recording_nextpnr(monkeypatch)
     out = toy_out(tmp_path / "out")
     (out / "report.json").write_text(json.dumps(
         {"layers": [], "resources": {"lut": 50, "ff": 20, "dsp": 0, "bram": 0}}))
