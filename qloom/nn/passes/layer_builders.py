@@ -73,6 +73,7 @@ class LayerBuilders:
         self.onnx_names: dict[str, str] = {}
         self.input = None
         self.input_layout = None
+        self.input_elements: dict = {}    # see ``reshape._relayout_input``
         self.onnx_layouts: dict = {}
         self.quantize = None
         self.prefix_ops: tuple[str, ...] = ()

@@ -17,7 +17,8 @@ class Layout:
 
     - ``plain``: the IR tensor is the ONNX tensor (the last axis is the channel axis).
     - ``image``: a 4-D ONNX tensor whose IR tensor is its transpose by ``perm`` (over the
-      axes after the batch): NCHW is ``(1, 2, 0)``, NHWC ``(0, 1, 2)``. Layers that read
+      axes after the batch): NCHW is ``(1, 2, 0)``, NHWC ``(0, 1, 2)``; also a 3-D network
+      input the host lays out transposed (``perm`` of two axes). Layers that read
       images (Conv, pools) need the NCHW meaning: IR ``[H, W, C]``.
     - ``flat``: a 2-D ONNX tensor flattened from an image of ONNX shape ``dims``; the IR
       tensor is that image transposed by ``perm`` and flattened. ``perm == (0, 1, 2)`` is
@@ -68,7 +69,7 @@ class Layout:
     def channel_axis(self, rank: int) -> int:
         """The ONNX axis (with batch) holding the IR's channel (last) axis."""
         if self.kind == "image":
-            return self.perm[2] + 1
+            return self.perm[-1] + 1
         return rank - 1
 
     @property
