@@ -26,6 +26,8 @@ Conventions (the contract with ``qloom.hw`` and ``qloom.flows``):
   average pool is the window of the whole image. The average's ``1 / (KH*KW)`` is not
   computed here: it lives in the output tensor's scale and the next quantizer's thresholds
   (or shift) absorb it, so the integer result stays exact.
+- ``Upsample``: nearest-neighbour upsampling of ``[N, H, W, C]`` by integer factors
+  ``scale`` (SH, SW): output pixel ``(r, c)`` is input pixel ``(r // SH, c // SW)``.
 - ``Add``: exact elementwise sum of two tensors of one shape.
 - ``IntMul``: every element times a positive integer ``factor`` (aligns a residual branch
   to the other branch's finer scale: ``s_a = factor * s_b``).
@@ -46,7 +48,7 @@ from ..errors import QloomError
 from .dtypes import DataType, smallest_type
 
 __all__ = ["TensorInfo", "Layer", "Dense", "Conv", "MultiThreshold", "Requant", "Rounding",
-           "MaxPool", "AvgPool", "Add", "IntMul", "Concat", "Flatten", "Network", "im2col", "round_shift",
+           "MaxPool", "AvgPool", "Upsample", "Add", "IntMul", "Concat", "Flatten", "Network", "im2col", "round_shift",
            "window_sum_type"]
 
 
@@ -351,6 +353,16 @@ class AvgPool(Layer):
             for j in range(kw):
                 out += x[:, i:i + sh * oh:sh, j:j + sw * ow:sw, :]
         return out
+
+
+@dataclass(frozen=True, eq=False)
+class Upsample(Layer):
+    scale: tuple[int, int] = (2, 2)
+
+    op = "Upsample"
+
+    def execute(self, x):
+        return np.repeat(np.repeat(x, self.scale[0], axis=1), self.scale[1], axis=2)
 
 
 @dataclass(frozen=True, eq=False)

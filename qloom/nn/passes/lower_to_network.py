@@ -23,7 +23,7 @@ import onnx
 from ...errors import QloomError, UnsupportedModelError
 from .. import ir
 from ..thresholds import FloatFunction, derive_thresholds
-from . import avgpool, concat
+from . import avgpool, concat, resize
 from .layer_builders import LayerBuilders
 from .lowering import Lowering
 from .quantizers import QUANTIZERS, quant_spec
@@ -312,6 +312,7 @@ LOWERINGS = {
     "MaxPool": Lowering(LoweringState._maxpool, "MaxPool"),
     **avgpool.LOWERINGS,
     **concat.LOWERINGS,
+    **resize.LOWERINGS,
     **{op: Lowering(LoweringState._shape, "shape ops that keep the channels-last order")
        for op in SHAPE_OPS},
 }
