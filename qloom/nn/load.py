@@ -32,6 +32,7 @@ from ..errors import InternalError, QloomError, UnsupportedModelError, raise_int
 from .dtypes import DataType
 from .ir import Network
 from .names import SourceNames, tag
+from .passes import channels_last
 from .passes.gemm_to_matmul import GemmToMatMul
 from .passes.layer_builders import FixedPointInputWarning
 from .passes.lower_to_network import LoweringState, from_runtime
@@ -178,6 +179,9 @@ def prepare(model, names: SourceNames | None = None):
         except QloomError:
             raise
         except Exception as e:
+            unknown = channels_last.unknown_input_shape(proto.graph)
+            if unknown is not None:
+                raise unknown from e
             raise UnsupportedModelError(
                 f"qonnx could not clean up or infer shapes ({type(e).__name__}: {e}); the "
                 f"model may use an op qonnx does not know") from e

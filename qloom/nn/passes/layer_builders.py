@@ -12,8 +12,9 @@ from ...errors import QloomError, UnsupportedModelError
 from .. import ir
 from ..dtypes import BIPOLAR, DataType, int_type, smallest_type
 from ..thresholds import FloatFunction
+from .channels_last import check_node, image_layout_of, is_channels_last, weights_oihw
 from .quantizers import quantized_constant
-from .values import NCHW, PLAIN, FloatChain, Int, Layout, Prefix
+from .values import NCHW, NHWC, PLAIN, FloatChain, Int, Layout, Prefix
 from .attrs import node_attr
 
 __all__ = ["LayerBuilders", "FixedPointInputWarning", "DEFAULT_INPUT_TYPE",
@@ -84,6 +85,16 @@ class LayerBuilders:
             raise UnsupportedModelError("tensor shape unknown after shape inference", name)
         return list(shape)
 
+    def input_layout_for(self, tensor: str) -> Layout:
+        """The layout of the network input tensor ``tensor``: plain unless 4-D; an image
+        read only by channels-last ops is NHWC, any other image NCHW."""
+        if len(self.shape_of(tensor)) != 4:
+            return PLAIN
+        readers = [n for n in self.model.graph.node if tensor in n.input]
+        if readers and all(is_channels_last(n) for n in readers):
+            return NHWC
+        return NCHW
+
     def ir_shape(self, onnx_name, layout: Layout | None = None) -> tuple[int, ...]:
         shape = self.shape_of(onnx_name)
         if layout is None:
@@ -133,9 +144,10 @@ class LayerBuilders:
         self._claim_input(node)
         fn = FloatFunction(prefix.nodes + [node], self.consts, self.graph_input,
                            node.output[0], self.shape_of, self.opsets)
-        layout = NCHW if len(self.shape_of(node.output[0])) == 4 else PLAIN
+        layout = self.input_layout_for(node.output[0])
         self.input_layout = layout
-        scale = self.channel_scale(spec.scale, node.name)
+        rank = len(self.shape_of(node.output[0]))
+        scale = self.channel_scale(spec.scale, node.name, (rank, layout.channel_axis(rank)))
         name = self.new_tensor(node.output[0], self.ir_shape(node.output[0], layout),
                                spec.dtype, scale, spec.dtype.min, spec.dtype.max,
                                spec.zero_point)
@@ -177,8 +189,8 @@ class LayerBuilders:
             raise QloomError(f"input_scale must be a positive number, not {self.input_scale!r}")
         tensor = node.input[0]
         shape = self.shape_of(tensor)
-        layout = NCHW if len(shape) == 4 else PLAIN
-        name = self.new_tensor(self.graph_input, self.ir_shape(tensor), dtype, [scale],
+        layout = image_layout_of(node) if len(shape) == 4 else PLAIN
+        name = self.new_tensor(self.graph_input, self.ir_shape(tensor, layout), dtype, [scale],
                                dtype.min, dtype.max)
 
         def quantize(x):
@@ -212,6 +224,9 @@ class LayerBuilders:
                 f"qloom needs a Quant/BipolarQuant between layers", node.name)
         ints, scale, w_type = quantized_constant(node.input[1], self.producers, self.consts,
                                                  self.annotations, node.name)
+        if node.op_type == "Conv":
+            check_node(node, len(self.shape_of(node.input[0])))
+            ints, scale = weights_oihw(node, ints), weights_oihw(node, scale)
         self._check_linear_shapes(node, ints, src)
         build = self._dense if node.op_type == "MatMul" else self._conv
         layer, w_scale, ints_rowsum = build(node, src, ints, scale, w_type)
@@ -224,7 +239,7 @@ class LayerBuilders:
                                                                    in_channels)
         if len(node.input) > 2 and node.input[2]:
             offset = offset + np.asarray(self.consts[node.input[2]], np.float64).ravel()
-        layout = NCHW if isinstance(layer, ir.Conv) else \
+        layout = image_layout_of(node) if isinstance(layer, ir.Conv) else \
             (src.layout if src.layout.kind == "image" else PLAIN)
         shape = self.ir_shape(node.output[0], layout)
         dtype = layer.acc_type if isinstance(layer, ir.Dense) else \
@@ -273,8 +288,9 @@ class LayerBuilders:
             fits = ints.ndim == 2 and len(in_shape) >= 2 and in_shape[-1] == ints.shape[0]
         else:
             group = node_attr(node, "group", 1)
+            channels = image_layout_of(node).channel_axis(4)
             fits = (ints.ndim == 4 and len(in_shape) == 4 and isinstance(group, int)
-                    and group >= 1 and in_shape[1] == ints.shape[1] * group)
+                    and group >= 1 and in_shape[channels] == ints.shape[1] * group)
         if not fits or len(out_shape) < 2:
             raise UnsupportedModelError(
                 f"{node.op_type} of an input {list(in_shape)} by weights "
@@ -303,21 +319,24 @@ class LayerBuilders:
         return layer, self._per_output(scale.T, node), weights.sum(axis=1).astype(np.float64)
 
     def _conv(self, node, src, ints, scale, w_type):
-        if src.layout.kind == "image" and not src.layout.is_nchw:
+        want = image_layout_of(node)
+        reads = "[N, H, W, C]" if is_channels_last(node) else "[N, C, H, W]"
+        if src.layout.kind == "image" and src.layout != want:
             raise UnsupportedModelError(
                 f"the input of this Conv is transposed (its channels-last order is not "
-                f"[H, W, C] of [N, C, H, W]): the hardware would have to reorder a whole "
+                f"[H, W, C] of {reads}): the hardware would have to reorder a whole "
                 f"frame; qloom follows NCHW <-> NHWC transposes that cancel out before a "
                 f"convolution", node.name)
-        if not src.layout.is_nchw or ints.ndim != 4:
-            raise UnsupportedModelError("only 2D convolutions on [N, C, H, W] are supported",
+        if src.layout != want or ints.ndim != 4:
+            raise UnsupportedModelError(f"only 2D convolutions on {reads} are supported",
                                         node.name)
         if any(d != 1 for d in node_attr(node, "dilations", [1, 1])):
             raise UnsupportedModelError(
                 f"Conv with dilations {list(node_attr(node, 'dilations', []))} is not "
                 f"supported (only 1)", node.name)
         stride = tuple(node_attr(node, "strides", [1, 1]))
-        pads = conv_pads(node, self.shape_of(node.input[0])[2:], ints.shape[2:], stride)
+        in_hw = want.ir_shape(self.shape_of(node.input[0]))[:2]
+        pads = conv_pads(node, in_hw, ints.shape[2:], stride)
         info = self.tensors[src.ir]
         layer = ir.Conv(name=node.name, inputs=(src.ir,), output=node.output[0],
                         weights=np.transpose(ints, (0, 2, 3, 1)).copy(), w_type=w_type,
@@ -403,17 +422,18 @@ class LayerBuilders:
         if (len(kernel) != 2 or kernel[0] != kernel[1] or strides[0] != strides[1]
                 or any(node_attr(node, "pads", [0, 0, 0, 0])) or node_attr(node, "ceil_mode", 0)
                 or any(d != 1 for d in node_attr(node, "dilations", [1, 1]))
-                or not src.layout.is_nchw):
+                or src.layout != image_layout_of(node)):
+            reads = "[N, H, W, C]" if is_channels_last(node) else "[N, C, H, W]"
             raise UnsupportedModelError(
-                "only square MaxPool on [N, C, H, W] with equal strides, no padding and "
-                "ceil_mode 0 is supported", node.name)
+                f"only square MaxPool on {reads} with equal strides, no padding and "
+                f"ceil_mode 0 is supported", node.name)
         if np.any(self.tensors[src.ir].scale <= 0):
             raise UnsupportedModelError("MaxPool of a tensor with a negative scale", node.name)
         out = out or node.output[0]
         layer = ir.MaxPool(name=node.name, inputs=(src.ir,), output=out, kernel=kernel[0],
                            stride=strides[0])
         info = self.tensors[src.ir]
-        self.new_tensor(out, self.ir_shape(node.output[0]), info.dtype, info.scale,
+        self.new_tensor(out, self.ir_shape(node.output[0], src.layout), info.dtype, info.scale,
                         *self.ranges[src.ir], info.zero_point)
         self.layers.append(layer)
         return Int(out, node.output[0], src.layout, src.offset, src.quantized)

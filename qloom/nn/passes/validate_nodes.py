@@ -16,6 +16,7 @@ import onnx
 from onnx import AttributeProto
 
 from ...errors import ResourceLimitError, UnsupportedModelError
+from . import channels_last
 
 __all__ = ["validate_model", "check_tensor_sizes", "MAX_ELEMENTS", "MIN_OPSET",
            "ROUNDING_MODES"]
@@ -64,7 +65,13 @@ def _opsets(proto) -> dict:
             f"the model imports ONNX opset {standard if standard is not None else '(none)'}; "
             f"qloom supports opsets {MIN_OPSET} to {top}")
     for domain, version in versions.items():
-        if domain and ("qonnx" in domain or "finn" in domain) \
+        if domain == channels_last.DOMAIN:
+            # qonnx gives its channels-last ops the standard opset they wrap
+            if not MIN_OPSET <= version <= top:
+                raise UnsupportedModelError(
+                    f"the model imports opset {version} of the domain '{domain}'; its ops "
+                    f"wrap the standard ones, of opsets {MIN_OPSET} to {top}")
+        elif domain and ("qonnx" in domain or "finn" in domain) \
                 and version not in CUSTOM_VERSIONS:
             raise UnsupportedModelError(
                 f"the model imports opset {version} of the custom-op domain '{domain}'; qonnx "
@@ -159,6 +166,16 @@ def validate_model(proto) -> None:
         domain = "" if node.domain == "ai.onnx" else node.domain
         if domain == "":
             _check_standard(node, versions[""])
+        elif domain == channels_last.DOMAIN:
+            if node.op_type not in channels_last.domain_ops():
+                raise UnsupportedModelError(
+                    f"op {node.op_type} does not exist in qonnx's domain '{domain}' (it "
+                    f"defines {', '.join(channels_last.domain_ops())})", node.name)
+            if domain not in versions:
+                raise UnsupportedModelError(
+                    f"the model uses the domain '{domain}' without importing it", node.name)
+            _check_standard(node, versions[domain])
+            channels_last.check_required_attributes(node, versions[domain])
         elif node.op_type in _QUANTIZERS:
             _check_quantizer(node)
     initializers = {i.name for i in proto.graph.initializer}
