@@ -333,11 +333,11 @@ def _build_board(out: Path, area: outdir.Area, failed: outdir.Area, *, board, cl
         platform.prepare(top, name=NAME, **options).extract(tmp)
         if not b.family.open_flow:
             return _Staged(tmp, _vendor_project(out, tmp, b, top, need))
-        stat, pnr, bitstream, (seed, tried) = _open_flow(
+        stat, pnr, bitstream, (kept, tried) = _open_flow(
             tmp, b, platform, [layer["name"] for layer in manifest.get("layers", [])],
             seeds, top.clock_mhz)
         result = _board_result(out, b, top, need, stat, pnr, bitstream)
-        result["seed"] = seed
+        result["seed"], result["placer"] = kept["seed"], kept["placer"]
         if len(seeds) > 1:
             result["seeds"] = tried
         (tmp / "report.json").write_text(json.dumps(result, indent=1))

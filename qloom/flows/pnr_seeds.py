@@ -16,12 +16,22 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from ..errors import ToolError
 from . import synth
 
-__all__ = ["seed_list", "place_and_route", "clock_fmax"]
+__all__ = ["seed_list", "place_and_route", "clock_fmax", "placement_tries",
+           "PLACEMENT_FAILURES"]
 
 # Highest placement seed nextpnr takes.
 SEED_LIMIT = (1 << 31) - 1
+
+# What nextpnr prints when its placer cannot legalize a placement of a design that fits by
+# cell count: another seed or the other placer may find one. ("no BELs remaining" is a
+# design over the device's count: nothing to retry.)
+PLACEMENT_FAILURES = ("Unable to find legal placement", "failed to place chain",
+                      "Placing design failed")
+# The fallback seed of a run is this far from its own, away from the seeds of a sweep.
+FALLBACK_SEED_OFFSET = 1 << 16
 
 
 def seed_list(seed: int | None, seeds: int | None) -> list:
@@ -42,6 +52,18 @@ def seed_list(seed: int | None, seeds: int | None) -> list:
     return list(range(first, first + seeds))
 
 
+def placement_tries(seed: int | None) -> list:
+    """The (placer, seed) tries of one run, in order, until one places the design:
+    nextpnr's default (HeAP) with ``seed``, HeAP with a seed far from it, then simulated
+    annealing (SA) with ``seed``. Most runs end at the first."""
+    other = ((seed or 1) + FALLBACK_SEED_OFFSET - 1) % SEED_LIMIT + 1
+    return [(None, seed), ("heap", other), ("sa", seed)]
+
+
+def _describe(placer: str | None, seed: int | None) -> str:
+    return f"{placer or 'heap'} placer, seed {'default' if seed is None else seed}"
+
+
 def clock_fmax(pnr: dict) -> float | None:
     """The accelerator clock's Fmax in a nextpnr report (``synth.read_nextpnr_report``):
     the slowest of the clocks named for the sync domain, else of all clocks."""
@@ -54,21 +76,44 @@ def place_and_route(family: str, seeds: list, target_mhz: float, *, netlist: Pat
                     jobs: int | None = None, **options) -> tuple[int | None, list]:
     """nextpnr on Yosys' ``netlist`` with each of ``seeds`` (``seed_list``) until one
     meets ``target_mhz``; the fastest run's ``report``, ``log`` and routed ``output`` are
-    left under those names. Returns its seed and, per seed run to its end in the order
-    they ended, ``{"seed", "fmax_mhz"}``. ``options``: ``synth.run_nextpnr``'s others;
-    ``jobs``: runs at a time (default: the machine's cores)."""
+    left under those names. A run whose placement nextpnr cannot legalize is tried again
+    (``placement_tries``). Returns the kept run and, per seed run to its end in the order
+    they ended, ``{"seed", "placer", "fmax_mhz"}`` (the seed and placer that placed it:
+    another than asked for after a fallback). ``options``:
+    ``synth.run_nextpnr``'s others; ``jobs``: runs at a time (default: the machine's
+    cores)."""
     prepared = synth.prepare_netlist(family, netlist, options["device"], engines)
 
     def run(seed, rep, lg, out, stop=None):
-        """nextpnr with ``seed`` into these files (``stop``: of a sweep); its Fmax."""
-        synth.run_nextpnr(family, netlist=prepared, cwd=cwd, report=rep, log=lg, output=out,
-                          seed=seed, prepared=True, stop=stop,
-                          step=None if stop is None else f"nextpnr-{family} (seed {seed})",
-                          **options)
-        return clock_fmax(synth.read_nextpnr_report(rep))
+        """nextpnr with ``seed`` into these files (``stop``: of a sweep), with the
+        fallbacks of ``placement_tries``: the run's row."""
+        failed = []
+        for placer, try_seed in placement_tries(seed):
+            how = _describe(placer, try_seed)
+            try:
+                synth.run_nextpnr(
+                    family, netlist=prepared, cwd=cwd, report=rep, log=lg, output=out,
+                    seed=try_seed, placer=placer, prepared=True, stop=stop,
+                    step=(f"nextpnr-{family} ({how})" if failed or stop is not None
+                          else None), **options)
+            except ToolError as e:
+                if not any(text in str(e) for text in PLACEMENT_FAILURES):
+                    raise
+                failed.append(how)
+                print(f"[qloom] nextpnr could not legalize a placement ({how})", flush=True)
+                continue
+            return {"seed": try_seed, "placer": placer or "heap",
+                    "fmax_mhz": clock_fmax(synth.read_nextpnr_report(rep))}
+        raise ToolError(
+            f"nextpnr-{family} could not place the design on {options['device']}: tried "
+            f"{'; '.join(failed)}; every placer stopped at legalization (logic tiles whose "
+            f"cells cannot share their clock, enable, reset or carry chain). Recompile with "
+            f"a smaller folding (qloom compile ... --fold auto, or a lower --target-fps); "
+            f"last log: {lg}")
 
     if len(seeds) == 1:
-        return seeds[0], [{"seed": seeds[0], "fmax_mhz": run(seeds[0], report, log, output)}]
+        kept = run(seeds[0], report, log, output)
+        return kept, [kept]
     jobs = max(1, min(len(seeds), jobs or os.cpu_count() or 1))
     print(f"[qloom] placing and routing with seeds {seeds[0]} to {seeds[-1]}, {jobs} at a "
           f"time, until one meets {target_mhz:g} MHz", flush=True)
@@ -79,7 +124,7 @@ def place_and_route(family: str, seeds: list, target_mhz: float, *, netlist: Pat
         return [p.with_name(p.name.replace(".", f".seed{seed}.", 1))
                 for p in (report, log, output)]
 
-    results, pending, running = [], list(seeds), {}
+    results, pending, running, asked = [], list(seeds), {}, {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         try:
             while pending or running:
@@ -92,11 +137,13 @@ def place_and_route(family: str, seeds: list, target_mhz: float, *, netlist: Pat
                 for future in done:
                     seed = running.pop(future)
                     try:
-                        fmax = future.result()
+                        row = future.result()
                     except synth.Stopped:
                         print(f"[qloom] seed {seed}: stopped", flush=True)
                         continue
-                    results.append({"seed": seed, "fmax_mhz": fmax})
+                    results.append(row)
+                    asked[id(row)] = seed
+                    fmax = row["fmax_mhz"]
                     print(f"[qloom] seed {seed}: Fmax {fmax} MHz", flush=True)
                     if fmax is not None and fmax >= target_mhz:
                         stop.set()
@@ -106,7 +153,7 @@ def place_and_route(family: str, seeds: list, target_mhz: float, *, netlist: Pat
     best = max(results, key=lambda r: -1.0 if r["fmax_mhz"] is None else r["fmax_mhz"])
     for seed in seeds:
         rep, lg, out = files(seed)
-        if seed == best["seed"]:
+        if seed == asked[id(best)]:
             rep.replace(report)
             lg.replace(log)
             lg.with_suffix(".stdout").replace(log.with_suffix(".stdout"))
@@ -114,4 +161,4 @@ def place_and_route(family: str, seeds: list, target_mhz: float, *, netlist: Pat
         else:
             out.unlink(missing_ok=True)      # the routed design: tens of MB on the 85F
     print(f"[qloom] kept seed {best['seed']} (Fmax {best['fmax_mhz']} MHz)", flush=True)
-    return best["seed"], results
+    return best, results

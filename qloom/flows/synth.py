@@ -304,10 +304,22 @@ def router_for(family: str, dsps: int, device: str, luts: int = 0, brams: int = 
     return None
 
 
+# An iCE40 logic tile's 8 flip-flops share one clock, enable and set/reset: every distinct
+# enable/reset pair takes tiles of its own. A board top has dozens of flip-flops whose
+# enable drives only them (stream handshakes, FIFO pointers), and on a UP5K 70% full
+# nextpnr's placers (HeAP and SA) failed to legalize such a design (the jet tagger at
+# ``--fold auto``). With ``-dffe_min_ce_use``, an enable used by fewer flip-flops becomes
+# a LUT in front of a plain flip-flop, which packs with any other: fewer tiles of their
+# own for about as many logic cells.
+ICE40_MIN_CE_USE = 4
+
+
 def board_synth_opts(family: str) -> str:
     """The ``synth_opts`` of an amaranth-boards build: its iCE40 script maps no multiplier
-    to an SB_MAC16 unless told to (-dsp); ECP5's maps them to MULT18X18D by default."""
-    return " ".join(filter(None, [SYNTH_OPTS, "-dsp" if family == "ice40" else ""]))
+    to an SB_MAC16 unless told to (-dsp), and keeps enables used by few flip-flops
+    (``ICE40_MIN_CE_USE``); ECP5's maps multipliers to MULT18X18D by default."""
+    ice40 = f"-dsp -dffe_min_ce_use {ICE40_MIN_CE_USE}" if family == "ice40" else ""
+    return " ".join(filter(None, [SYNTH_OPTS, ice40]))
 
 
 def synth_command(family: str, top: str, dsp: bool = True) -> str:
@@ -385,11 +397,12 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
                 log: Path, output: Path | None = None, speed: str | int = 6,
                 quiet: bool = False, router: str | None = None,
                 engines: list[str] | None = None, seed: int | None = None,
-                prepared: bool = False, stop: threading.Event | None = None,
-                step: str | None = None) -> float:
+                placer: str | None = None, prepared: bool = False,
+                stop: threading.Event | None = None, step: str | None = None) -> float:
     """Place and route ``netlist`` (Yosys JSON); ``output`` is the .asc (iCE40) or
     .config (ECP5) for the bitstream packer; ``router`` picks nextpnr's router (None: its
-    default), ``seed`` its placement seed (None: its default). The netlist is first
+    default), ``placer`` its placer ("heap" or "sa"; None: its default, HeAP), ``seed`` its
+    placement seed (None: its default). The netlist is first
     prepared (:func:`prepare_netlist`, with ``engines``) unless ``prepared`` says it is
     that function's output already; ``stop`` and ``step``: see :func:`run_tool`."""
     if not prepared:
@@ -401,6 +414,8 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
         argv += ["--freq", f"{clock_mhz:g}"]
     if seed is not None:
         argv += ["--seed", str(seed)]
+    if placer is not None:
+        argv += ["--placer", placer]
     if family == "ice40":
         argv += ["--pcf", _rel(constraints, cwd)] if constraints else ["--pcf-allow-unconstrained"]
         if output:
