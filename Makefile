@@ -12,7 +12,7 @@ JOBS ?= 2
 # Extra pytest options, e.g. make test PYTEST_ARGS='--durations=20 -k models'
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-all demo test test-all bench clean
+.PHONY: setup setup-all demo test test-all bench build-suite clean
 
 setup: $(STAMP) iverilog
 
@@ -63,6 +63,12 @@ bench: setup
 	$(SIMPATH) $(BIN)/python bench/templates.py
 	$(SIMPATH) $(BIN)/python bench/compile_speed.py
 	$(SIMPATH) $(BIN)/python bench/sim_speed.py
+
+# Every shared model on every open-flow board, built and compared with
+# bench/results/build_suite.json (hours; SUITE_ARGS='--only icebreaker' for a part).
+SUITE_ARGS ?=
+build-suite: setup
+	$(SIMPATH) $(BIN)/python bench/build_suite.py $(SUITE_ARGS)
 
 clean:
 	rm -rf $(VENV) out build .pytest_cache

@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "examples" / "models"
 RESULTS = ROOT / "bench" / "results" / "build_suite.json"
+TABLE = ROOT / "docs" / "build_suite.md"
 SCHEMA = 1
 # A design that met timing fails the suite when its Fmax falls by more than this.
 FMAX_LOSS = 0.05
@@ -149,17 +150,29 @@ def write_results(path: Path, rows: dict):
     for row in data["designs"]:
         row.setdefault("commit", commit)
     path.write_text(json.dumps(data, indent=1) + "\n")
+    if path == RESULTS:
+        TABLE.parent.mkdir(exist_ok=True)
+        TABLE.write_text(
+            "# Build regression suite: recorded results\n\n"
+            "Written by `python bench/build_suite.py --record` from "
+            "`bench/results/build_suite.json` (see README, \"What built before keeps "
+            "building\"). Each design built from scratch, `qloom build`'s first try; "
+            "LUT/LC is nextpnr's logic cells (iCE40) or TRELLIS_COMB (ECP5), as placed.\n\n"
+            + table(data["designs"]) + "\n\n"
+            + "\n".join(f"- {r['design']}: {r['message']}" for r in data["designs"]
+                        if r.get("message")) + "\n")
 
 
 def table(rows) -> str:
     """The rows as a Markdown table."""
-    lines = ["| design | status | target MHz | Fmax MHz | LUT/LC | FF | DSP | BRAM | build s |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| design | status | target MHz | Fmax MHz | LUT/LC | FF | DSP | BRAM | build s "
+             "| commit |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         used = r.get("used", {})
         cells = [str(used.get(k, "")) for k in ("lut", "ff", "dsp", "bram")]
         lines.append(f"| {r['design']} | {r['status']} | {r.get('target_mhz', '')} | "
-                     f"{r.get('fmax_mhz', '')} | {' | '.join(cells)} | {r.get('build_s', '')} |")
+                     f"{r.get('fmax_mhz', '')} | {' | '.join(cells)} | {r.get('build_s', '')} "
+                     f"| {r.get('commit', '')} |")
     return "\n".join(lines)
 
 

@@ -367,8 +367,8 @@ def _open_flow(tmp: Path, b, platform, engines: list[str], seeds: list,
                target_mhz: float) -> tuple[dict, dict, Path, tuple]:
     """Yosys, nextpnr (placement ``seeds``, :mod:`qloom.flows.pnr_seeds`; ``[None]``: its
     default) and the bitstream packer in ``tmp`` (``engines``: the accelerator's, in
-    stream order): Yosys' cell counts, nextpnr's report, the bitstream's path and the seed
-    kept with the Fmax of each seed run."""
+    stream order): Yosys' cell counts, nextpnr's report, the bitstream's path and the
+    kept run (its seed, placer and Fmax) with those of each seed run."""
     family = b.family.value
     synth.run_yosys(tmp / f"{NAME}.ys", tmp, tmp / f"{NAME}.yosys.log",
                     step=f"yosys synth_{family}")
