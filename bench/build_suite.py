@@ -107,6 +107,15 @@ def measure(design: Design, work: Path) -> dict:
             "build_s": round(time.perf_counter() - started, 1)}
 
 
+def source_commit() -> str | None:
+    """The checkout's commit (with ``+`` when qloom's sources differ from it)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
+                              text=True).stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD")
+    return (commit + ("+" if git("status", "--porcelain", "--", "qloom") else "")) or None
+
+
 def compare(recorded: dict | None, new: dict) -> tuple[bool, str]:
     """(regressed, what changed) between a recorded row and a new one of one design."""
     if recorded is None:
@@ -142,13 +151,9 @@ def read_results(path: Path) -> dict:
 def write_results(path: Path, rows: dict):
     """The results file with ``rows`` (by design name), in the suite's order."""
     order = {d.name: k for k, d in enumerate(designs())}
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or None
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"schema": SCHEMA, "fmax_loss_allowed": FMAX_LOSS,
             "designs": sorted(rows.values(), key=lambda r: order.get(r["design"], 1 << 30))}
-    for row in data["designs"]:
-        row.setdefault("commit", commit)
     path.write_text(json.dumps(data, indent=1) + "\n")
     if path == RESULTS:
         TABLE.parent.mkdir(exist_ok=True)
@@ -192,6 +197,7 @@ def main(argv=None) -> int:
     if args.list:
         print("\n".join(d.name for d in chosen))
         return 0
+    commit = source_commit()           # before any build: what this run measures
     recorded = read_results(args.results)
     rows, regressions = dict(recorded), []
     for k, design in enumerate(chosen, 1):
@@ -199,7 +205,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="qloom-suite-") as tmp:
             work = args.keep / design.name.replace(" ", "_") if args.keep else Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
-            row = measure(design, work)
+            row = {**measure(design, work), "commit": commit}
         regressed, change = compare(recorded.get(design.name), row)
         fmax = f" {row['fmax_mhz']} MHz" if row["status"] in BUILT else ""
         print(f"[suite] {design.name}: {row['status']}{fmax} ({change})"
