@@ -22,7 +22,7 @@ from pathlib import Path
 from .errors import QloomError
 
 __all__ = ["FORMAT", "ManifestError", "read_manifest", "write_manifest", "is_design",
-           "input_registered"]
+           "input_registered", "load_network"]
 
 FORMAT = 1
 NAME = "manifest.json"
@@ -32,7 +32,8 @@ _NUMBER = (int, float)
 # ports asks for them: read_manifest(out, ports=True)).
 _REQUIRED = {"format": int, "top": str, "rtl": list}
 _OPTIONAL = {"qloom_version": str, "clock_mhz": _NUMBER, "input": dict, "output": dict,
-             "layers": list, "ideal_ii_cycles": int, "sim_rtl": list, "flash": dict}
+             "layers": list, "ideal_ii_cycles": int, "sim_rtl": list, "flash": dict,
+             "load_options": dict}
 _PORT_KEYS = {"lanes": int, "element_bits": int, "payload_bits": int, "last_bit": int,
               "words_per_frame": int, "elements_per_frame": int, "dtype": dict}
 
@@ -112,3 +113,18 @@ def is_design(folder) -> bool:
         return False
     return isinstance(manifest, dict) and "format" in manifest and \
         ("qloom_version" in manifest or "top" in manifest)
+
+
+def load_network(out_dir, manifest: dict):
+    """The integer ``Network`` of the design in ``out_dir``: its ``model_file`` loaded
+    again with its ``load_options``."""
+    from . import load
+    from .nn.dtypes import parse_dtype
+    out = Path(out_dir)
+    if not isinstance(manifest.get("model_file"), str) or not manifest["model_file"]:
+        raise QloomError(f"{out} keeps no model file (it was compiled from an in-Python "
+                         f"network): pass that network to simulate(..., network=net)")
+    options = dict(manifest.get("load_options") or {})
+    if isinstance(options.get("input_type"), str):
+        options["input_type"] = parse_dtype(options["input_type"])
+    return load(out / manifest["model_file"], **options)

@@ -48,7 +48,7 @@ def read_design(out_dir) -> tuple[dict, dict | None]:
     """OUT's manifest and report (None when OUT has no report.json)."""
     out = Path(out_dir)
     manifest_path = out / "manifest.json"
-    manifest = read_manifest(out)
+    manifest = read_manifest(out, ports=True)
     report_path = out / "report.json"
     report = _read_json(report_path) if report_path.is_file() else None
     _check_script_inputs(manifest, manifest_path)

@@ -1,7 +1,8 @@
 """The ``qloom`` command line: one subcommand per flow step.
 
 Each step module provides ``add_parser(subparsers)`` and ``run(args) -> int``; this file
-only collects them and turns qloom errors into one clear line and a non-zero exit.
+only collects them and is every command's error boundary: whatever a command raises ends
+as one line on stderr and one of the ``EXIT_STATUSES``, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,11 +13,25 @@ import json
 import os
 import signal
 import sys
+import textwrap
 
 from .. import __version__
-from ..errors import QloomError
+from ..errors import InternalError, QloomError, raise_interrupt
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_STATUSES"]
+
+# The exit statuses of every command, as `qloom --help` lists them.
+EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_STATUSES = {
+    EXIT_OK: "done",
+    EXIT_FAILED: "the command ran and its check failed (simulate, run, board-sim: a "
+                 "mismatching frame; sweep: a failed point)",
+    EXIT_ERROR: "an error in the model, the options, the OUT folder or the environment "
+                "(a missing or failing tool, a file that cannot be written); the line says "
+                "which",
+    EXIT_BUG: "an internal error: a bug in qloom (the line names the exception and where)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
 
 # Subcommands provided by other modules: (module, description for a missing module).
 _STEP_MODULES = ["qloom.flows.simulate", "qloom.flows.build", "qloom.flows.deploy",
@@ -72,16 +87,20 @@ def _add_compile(sub):
     p.add_argument("--clock", type=float, metavar="MHZ", help="target clock in MHz "
                    "(default: the board's, else 100)")
     p.add_argument("--target-fps", type=float, metavar="N",
-                   help="fold each layer just enough to reach N frames per second")
+                   help="fold each layer just enough to reach N frames per second; with "
+                        "--fold auto: the smallest design that fits --board and reaches N "
+                        "(an error quoting the reachable rate when none does)")
     p.add_argument("--fold", metavar="FILE|auto",
                    help="JSON file of per-layer foldings ({\"layer\": {\"pe\": 4, \"simd\": 8}}; "
                         "a matrix unit's entry may add \"weights\": \"block\" or \"logic\"), "
-                        "or 'auto': the fastest folding that fits --board")
+                        "or 'auto': the fastest folding that fits --board (with --target-fps "
+                        "or --latency: that design, checked against the board)")
     p.add_argument("--dsp-budget", type=int, metavar="N",
                    help="multipliers on DSP blocks (default: the board's DSP count)")
     p.add_argument("--latency", action="store_true",
                    help="latency mode: every layer at one vector per cycle, dense layers "
-                        "unrolled with their weights built into the logic")
+                        "unrolled with their weights built into the logic; with --fold "
+                        "auto: refused when it does not fit --board")
     p.add_argument("--no-pipeline", action="store_true",
                    help="fewer register stages: smaller, lower Fmax")
     _add_load_options(p)
@@ -108,9 +127,13 @@ def _run_compile(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    epilog = "exit status:\n" + "\n".join(
+        textwrap.fill(text, 88, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7)
+        for code, text in EXIT_STATUSES.items())
     parser = argparse.ArgumentParser(
         prog="qloom", description="Quantized neural networks (QONNX) to verified streaming "
-                                  "accelerators, with open FPGA tools.")
+                                  "accelerators, with open FPGA tools.",
+        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"qloom {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -186,17 +209,46 @@ def main(argv=None) -> int:
         if interrupts.lost:           # the command finished; its outputs are complete
             raise KeyboardInterrupt
         return code
-    except QloomError as e:
-        _quiet_unused_hardware()
-        print(f"{command}: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         _quiet_unused_hardware()
         print(f"{command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:      # e.g. `qloom inspect M | head`: the reader has gone
         sys.stdout = open(os.devnull, "w")
-        return 0
+        return EXIT_OK
+    except Exception as e:
+        _quiet_unused_hardware()
+        code, line = _error_line(e)
+        print(f"{command}: {line}", file=sys.stderr)
+        return code
+
+
+def _error_line(e: Exception) -> tuple[int, str]:
+    """The exit status and the one line for an exception that ended a command: a qloom
+    error's own message; the operating system's refusal (a file that cannot be read or
+    written, a full disk) as an error; anything else as a bug in qloom, naming the
+    exception and the line that raised it."""
+    if isinstance(e, InternalError):
+        return EXIT_BUG, f"internal error: {_one_line(e)}"
+    if isinstance(e, QloomError):     # its first line says it; a table or a tool's log may follow
+        return EXIT_ERROR, f"error: {e}"
+    try:
+        raise_interrupt(e)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED, "interrupted"
+    if isinstance(e, OSError) and e.strerror:
+        where = f": {e.filename}" if e.filename else ""
+        return EXIT_ERROR, f"error: {e.strerror}{where}"
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" \
+        if frames else ""
+    return EXIT_BUG, (f"internal error: {type(e).__name__}: {_one_line(e)[:300]}{where}; "
+                      f"this is a bug in qloom, please report it with the command and model")
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 def entry() -> None:

@@ -22,11 +22,11 @@ from ..errors import InternalError, QloomError, raise_interrupt
 from ..manifest import FORMAT as MANIFEST_FORMAT, read_manifest, write_manifest
 from ..hw.dsp import simulation_models
 from ..hw.protocol import WireFormat
-from . import outdir
+from . import fold_auto, outdir
 from .cost import Family, Resources
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
-from .plan import (Plan, fifo_plan, fit_to_budget, plan_default, plan_for_cycles, plan_from_file,
+from .plan import (Plan, fifo_plan, plan_default, plan_for_cycles, plan_from_file,
                    read_fold_file, registered_input, slice_edges, wire_edges)
 from .html_report import write_report_html
 from .report import render_report_md
@@ -101,9 +101,41 @@ def _clock_mhz(state, cfg) -> float:
 
 def step_fold(state, cfg):
     engines, options = state.engines, state.options
+    if cfg.latency and cfg.target_fps is not None:
+        raise QloomError("--latency and --target-fps both choose the folding; give one")
+    if cfg.fold == "auto":
+        state.plan = _fold_auto(state, cfg)
+    else:
+        state.plan = _fold_given(state, cfg)
+    # The engines as planned: dense layers at one vector per cycle became unrolled ones.
+    state.engines = list(state.plan.engines)
+    _check_sprams(state)
+    return state
+
+
+def _fold_auto(state, cfg):
+    """``--fold auto``, alone or with ``--target-fps`` or ``--latency`` (``fold_auto``)."""
+    if state.board is None:
+        raise QloomError("--fold auto needs a board (--board B) to fit into")
+    options = state.options
+    # Leave room for the board top's host link, which `qloom build` adds.
+    board = fold_auto.BoardFit(
+        name=state.board.name, budget=state.board.budget, fits=state.board.fits,
+        overhead=lambda plan: _link_estimate(state, plan),
+        accept=lambda plan: sum(_sprams(plan, options).values()) <= options.sprams)
     if cfg.latency:
-        if cfg.target_fps is not None:
-            raise QloomError("--latency and --target-fps both choose the folding; give one")
+        return fold_auto.latency_fitting(state.engines, _clock_mhz(state, cfg), board, options)
+    if cfg.target_fps is not None:
+        return fold_auto.smallest_meeting(state.engines, cfg.target_fps,
+                                          _clock_mhz(state, cfg), board, options)
+    return fold_auto.fastest_fitting(state.engines, board, options)
+
+
+def _fold_given(state, cfg):
+    """The folding of ``--latency``, ``--target-fps``, the default, and a fold file
+    (whose entries override theirs)."""
+    engines, options = state.engines, state.options
+    if cfg.latency:
         base = plan_for_cycles(engines, 0, options, how="latency")
     elif cfg.target_fps is not None:
         if cfg.target_fps <= 0:
@@ -112,25 +144,11 @@ def step_fold(state, cfg):
         base = plan_for_cycles(engines, budget, options)
     else:
         base = plan_default(engines, options)
-    if cfg.fold == "auto":
-        if state.board is None:
-            raise QloomError("--fold auto needs a board (--board B) to fit into")
-        # Leave room for the board top's host link, which `qloom build` adds.
-        board = state.board
-        state.plan = fit_to_budget(engines, board.fits, board.budget, options,
-                                   accept=lambda plan: sum(_sprams(plan, options).values())
-                                   <= options.sprams,
-                                   overhead=lambda plan: _link_estimate(state, plan))
-    elif isinstance(cfg.fold, dict):
-        state.plan = plan_from_file(engines, cfg.fold, options, base)
-    elif cfg.fold is not None:
-        state.plan = plan_from_file(engines, read_fold_file(cfg.fold), options, base)
-    else:
-        state.plan = base
-    # The engines as planned: dense layers at one vector per cycle became unrolled ones.
-    state.engines = list(state.plan.engines)
-    _check_sprams(state)
-    return state
+    if isinstance(cfg.fold, dict):
+        return plan_from_file(engines, cfg.fold, options, base)
+    if cfg.fold is not None:
+        return plan_from_file(engines, read_fold_file(cfg.fold), options, base)
+    return base
 
 
 def _engine_features(e, plan, options) -> list:

@@ -35,6 +35,9 @@ def sh_word(text: str, what: str) -> str:
 
 def _read_report(out: Path) -> tuple[Path, dict]:
     report_path = out / "build" / "report.json"
+    if not out.is_dir():
+        raise QloomError(f"OUT {out} is not a folder: give a design folder written by "
+                         f"`qloom compile MODEL -o OUT` and built by `qloom build OUT`")
     if not report_path.is_file():
         raise QloomError(f"{out} has no build: run `qloom build {out} --board B` first")
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import QloomError
-from ..manifest import read_manifest
+from ..manifest import load_network, read_manifest
 from ..hw.protocol import ProtocolError, Status, WireFormat, decode_reply, encode_request
 
 __all__ = ["LinkError", "HostLink", "RunReport", "open_serial", "reference", "run_on_board",
@@ -173,10 +173,14 @@ def open_serial(device: str, baud: int, timeout: float = 0.05):
 def reference(out_dir, x) -> tuple[np.ndarray, np.ndarray, object]:
     """(input codes [N, E_in], expected output codes [N, E_out], network) for float
     inputs ``x`` [N, *input_shape] of OUT's model, from the integer reference."""
-    import qloom
-    manifest = read_manifest(out_dir)
-    net = qloom.load(Path(out_dir) / manifest["model_file"], **manifest.get("load_options", {}))
-    values = net.quantize(np.asarray(x))
+    net = load_network(out_dir, read_manifest(out_dir))
+    x = np.asarray(x, dtype=np.float32)
+    sample = tuple(net.input_shape[1:])
+    if x.ndim != len(sample) + 1 or x.shape[1:] != sample or x.shape[0] < 1:
+        raise QloomError(f"inputs must have shape [N, {', '.join(map(str, sample))}] (the "
+                         f"model input '{net.input_name}' with a batch of N >= 1), not "
+                         f"{list(x.shape)}")
+    values = net.quantize(x)
     out_values = net.execute_int(values)
     n = values.shape[0]
     codes_in = net.tensors[net.input].dtype.encode(values).reshape(n, -1)
@@ -276,10 +280,14 @@ def _formats(out: Path, manifest: dict) -> tuple[WireFormat, WireFormat]:
                          f"description ({type(e).__name__}: {e})") from None
 
 
-def _load_inputs(path: str) -> np.ndarray:
+def load_inputs(path) -> np.ndarray:
+    """Float inputs from a .npy file; a clear error for a file that is not one."""
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
+        if "pickle" in str(e):      # numpy's word for a file that holds no .npy header
+            raise QloomError(f"cannot read the inputs {path}: not a NumPy .npy file of "
+                             f"numbers (numpy.save writes one)") from None
         raise QloomError(f"cannot read the inputs {path}: {e}") from None
 
 
@@ -288,7 +296,7 @@ def run(args) -> int:
     manifest = _manifest(out)
     baud = args.baud or _build_baud(out)
     fin, fout = _formats(out, manifest)
-    codes_in, expected, _ = reference(out, _load_inputs(args.inputs))
+    codes_in, expected, _ = reference(out, load_inputs(args.inputs))
     link = HostLink(open_serial(args.port, baud), fin, fout, timeout=args.timeout)
     print(f"[qloom] {len(codes_in)} frames to {args.port} at {baud} baud "
           f"({fin.frame_bytes + 5} bytes out, {fout.frame_bytes + 6} bytes back per frame)")

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import QloomError
+from ..manifest import load_network
 from ..nn.dtypes import DataType
 from ..sim.packing import ints_to_words, pack_frames, padding, unpack_frames, words_to_ints
 from ..sim.runner import Bench, Simulator, read_manifest, run_rtl
@@ -39,18 +40,6 @@ def _choice(enum_type, value, what: str):
     except ValueError:
         raise QloomError(f"unknown {what} {value!r}; choose one of "
                          f"{', '.join(m.value for m in enum_type)}") from None
-
-
-def _load_network(out_dir: Path, manifest: dict):
-    from .. import load
-    if not manifest.get("model_file"):
-        raise QloomError(f"{out_dir} keeps no model file (it was compiled from an in-Python "
-                         f"network): pass that network to simulate(..., network=net)")
-    options = dict(manifest.get("load_options") or {})
-    if isinstance(options.get("input_type"), str):
-        from ..nn.dtypes import parse_dtype
-        options["input_type"] = parse_dtype(options["input_type"])
-    return load(out_dir / manifest["model_file"], **options)
 
 
 def _check_port(net, tensor: str, port: dict, side: str) -> DataType:
@@ -118,12 +107,12 @@ def simulate(out_dir, *, inputs: np.ndarray | None = None, random: int | None = 
     dict (see ``results.json``).
     """
     out_dir = Path(out_dir)
-    manifest = read_manifest(out_dir)
+    manifest = read_manifest(out_dir, ports=True)
     sim = _choice(Simulator, simulator, "simulator")
     bench = _choice(Bench, bench, "bench")
     if not isinstance(backpressure, (int, float)) or not 0.0 <= backpressure < 1.0:
         raise QloomError(f"backpressure must be a probability in [0, 1), not {backpressure!r}")
-    net = network if network is not None else _load_network(out_dir, manifest)
+    net = network if network is not None else load_network(out_dir, manifest)
     in_port, out_port = manifest["input"], manifest["output"]
     in_type = _check_port(net, net.input, in_port, "input")
     out_type = _check_port(net, net.output, out_port, "output")
@@ -224,7 +213,8 @@ def run(args) -> int:
     if args.inputs is not None:
         if not args.inputs.is_file():
             raise QloomError(f"inputs file {args.inputs} not found")
-        inputs = np.load(args.inputs)
+        from .host import load_inputs
+        inputs = load_inputs(args.inputs)
     random = args.random if args.random is not None or inputs is not None \
         else DEFAULT_RANDOM_FRAMES
     results = simulate(args.out, inputs=inputs, random=random, simulator=args.sim,

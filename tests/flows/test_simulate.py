@@ -102,7 +102,7 @@ def _cli(argv):
 @pytest.mark.parametrize("broken, code", [(None, 0), ("corrupt", 1)])
 def test_cli_exit_code_and_summary(design, monkeypatch, capsys, broken, code):
     out = design(broken=broken)
-    monkeypatch.setattr(simulate_flow, "_load_network", lambda *a: plus_one_network())
+    monkeypatch.setattr(simulate_flow, "load_network", lambda *a: plus_one_network())
     args = _cli(["simulate", str(out), "--random", "3", "--seed", "1"])
     assert args.func(args) == code
     text = capsys.readouterr().out
@@ -115,7 +115,7 @@ def test_cli_exit_code_and_summary(design, monkeypatch, capsys, broken, code):
 def test_cli_inputs_file(design, monkeypatch, tmp_path, capsys):
     out = design()
     np.save(tmp_path / "x.npy", np.ones((2, ELEMENTS), dtype=np.float32))
-    monkeypatch.setattr(simulate_flow, "_load_network", lambda *a: plus_one_network())
+    monkeypatch.setattr(simulate_flow, "load_network", lambda *a: plus_one_network())
     args = _cli(["simulate", str(out), "--inputs", str(tmp_path / "x.npy")])
     assert args.func(args) == 0
     assert "2 bit-exact" in capsys.readouterr().out
