@@ -17,6 +17,7 @@ import textwrap
 
 from .. import __version__
 from ..errors import InternalError, QloomError, raise_interrupt
+from ..models import bundled, model_path
 
 __all__ = ["main", "EXIT_STATUSES"]
 
@@ -39,11 +40,28 @@ _STEP_MODULES = ["qloom.flows.simulate", "qloom.flows.build", "qloom.flows.deplo
                  "qloom.flows.report_cmd", "qloom.flows.sweep"]
 
 
+MODEL_HELP = "QONNX model (.onnx), or the name of a bundled one (see `qloom models`)"
+
+
+def _add_models(sub):
+    p = sub.add_parser("models", help="list the QONNX models bundled with qloom",
+                       description="The published models that ship with qloom, by name "
+                                   "and path; a name can stand for MODEL in inspect and "
+                                   "compile.")
+    p.set_defaults(func=_run_models)
+
+
+def _run_models(args) -> int:
+    for name, path in bundled().items():
+        print(f"{name:18} {path}")
+    return 0
+
+
 def _add_inspect(sub):
     p = sub.add_parser("inspect", help="show the integer network of a QONNX model",
                        description="Load a QONNX model and print, per layer: op, shapes, "
                                    "input/weight/output datatypes, MACs and weight bits.")
-    p.add_argument("model", help="QONNX model (.onnx)")
+    p.add_argument("model", type=model_path, help=MODEL_HELP)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _add_load_options(p)
     p.set_defaults(func=_run_inspect)
@@ -80,7 +98,7 @@ def _add_compile(sub):
                        description="Map every layer onto a hardware engine, fold it, and "
                                    "write OUT/rtl/*.v (top module qloom_top), "
                                    "OUT/manifest.json, OUT/report.json and OUT/report.md.")
-    p.add_argument("model", help="QONNX model (.onnx)")
+    p.add_argument("model", type=model_path, help=MODEL_HELP)
     p.add_argument("-o", "--out", required=True, help="output folder (replaced when complete)")
     p.add_argument("--board", help="target board (see `qloom boards`): sets the resource "
                                    "model, DSP budget and default clock")
@@ -137,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"qloom {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    _add_models(sub)
     _add_inspect(sub)
     _add_compile(sub)
     for name in _STEP_MODULES:
