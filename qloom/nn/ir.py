@@ -20,6 +20,8 @@ Conventions (the contract with ``qloom.hw`` and ``qloom.flows``):
 - ``Requant``: per channel ``c``, ``code = clip(round((x + bias[c]) / 2**shift), lo, hi)``
   with ``rounding`` one of ``Rounding`` (half-even is qonnx's ROUND); the output value is
   the code. An exact, cheaper stand-in for a MultiThreshold with many levels.
+- ``Lookup``: per channel ``c``, ``out = table[c % rows, x - lo]`` (a non-monotone
+  activation over a narrow input; ``rows`` is 1 when every channel shares the table).
 - ``MaxPool``: ``kernel`` x ``kernel`` windows, ``stride``, no padding, on ``[N, H, W, C]``.
 - ``AvgPool``: the exact per-channel sum over ``kernel`` (KH, KW) windows with ``stride``
   and zero padding ``pads`` (top, left, bottom, right) on ``[N, H, W, C]``; a global
@@ -48,6 +50,7 @@ from ..errors import QloomError
 from .dtypes import DataType, smallest_type
 
 __all__ = ["TensorInfo", "Layer", "Dense", "Conv", "MultiThreshold", "Requant", "Rounding",
+           "Lookup",
            "MaxPool", "AvgPool", "Upsample", "Add", "IntMul", "Concat", "Flatten", "Network", "im2col", "round_shift",
            "window_sum_type"]
 
@@ -289,6 +292,37 @@ class Requant(Layer):
     @property
     def weight_bits(self):
         return self.bias.size * self.in_type.bits
+
+
+@dataclass(frozen=True, eq=False)
+class Lookup(Layer):
+    table: np.ndarray = None       # int64 [C, span] output values (one row: every channel)
+    lo: int = 0                    # the input value of column 0
+    in_type: DataType = None
+    out_type: DataType = None
+
+    op = "Lookup"
+
+    @property
+    def span(self) -> int:
+        return self.table.shape[1]
+
+    def execute(self, x):
+        index = np.asarray(x, dtype=np.int64) - self.lo
+        if index.size and (index.min() < 0 or index.max() >= self.span):
+            raise QloomError(f"{self.name}: input outside the lookup table's range "
+                             f"[{self.lo}, {self.lo + self.span - 1}]")
+        rows = np.broadcast_to(np.arange(x.shape[-1]) % self.table.shape[0], index.shape)
+        return self.table[rows, index]
+
+    def output_range(self, net):
+        lo, hi = self.table.min(axis=1), self.table.max(axis=1)
+        channels = net.tensors[self.output].shape[-1]
+        return (np.broadcast_to(lo, (channels,)).copy(), np.broadcast_to(hi, (channels,)).copy())
+
+    @property
+    def weight_bits(self):
+        return self.table.size * self.out_type.bits
 
 
 @dataclass(frozen=True, eq=False)

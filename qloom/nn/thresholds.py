@@ -26,7 +26,11 @@ from onnx import TensorProto, helper
 from ..errors import UnsupportedModelError
 from .dtypes import DataType, smallest_type
 
-__all__ = ["FloatFunction", "ThresholdSet", "derive_thresholds"]
+__all__ = ["FloatFunction", "ThresholdSet", "derive_thresholds", "NotMonotoneError"]
+
+
+class NotMonotoneError(UnsupportedModelError):
+    """The float arithmetic before a quantizer is not monotone in the accumulator."""
 
 # Ops whose per-frame result does not depend on the batch size (applied per element, or
 # along a non-batch axis). Reshape is made batch-safe by rewriting its target shape.
@@ -36,6 +40,8 @@ _BATCH_SAFE = {
     "Sqrt", "Pow", "Softmax", "LogSoftmax", "ArgMax", "ArgMin", "Flatten", "Reshape",
     "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Transpose",
     "Quant", "IntQuant", "BipolarQuant", "Trunc", "MultiThreshold", "Erf", "HardSigmoid",
+    "PRelu", "Elu", "Selu", "Celu", "Softplus", "Softsign", "ThresholdedRelu", "HardSwish",
+    "Gelu", "Mish",
 }
 _AXIS_OPS = {"Softmax", "LogSoftmax", "ArgMax", "ArgMin", "Flatten"}
 _EXEC_CHUNK = 4096  # frames per execute_onnx call
@@ -185,7 +191,7 @@ def derive_thresholds(code_fn: Callable[[np.ndarray], np.ndarray], lo, hi,
     bad = np.argwhere(code_fn(pts) != result.codes(pts))
     if bad.size:
         row, ch = bad[0]
-        raise UnsupportedModelError(
+        raise NotMonotoneError(
             f"the float arithmetic before this quantizer is not monotone in the accumulator "
             f"(channel {ch}, accumulator {pts[row, ch]}); only monotone chains (scales, "
             f"biases, BatchNormalization, ReLU, clipping) can become thresholds", node)

@@ -519,3 +519,30 @@ def test_concat_of_four_inputs_inner_edges():
         nodes = _built(engine, fold, BuildOptions(family=Family.ICE40))
         assert sorted(nodes) == ["cat", "cat_1", "cat_2"]
         assert [t for t, *_ in engine.inner_edges(fold)] == ["cat_part1", "cat_part2"]
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+@pytest.mark.parametrize("out_type", TYPES, ids=str)
+def test_lookup_engine_and_its_template_agree(out_type, rows):
+    from qloom.flows.engines.lookup import LookupEngine
+    from qloom.hw.estimate import use_block_ram
+    from qloom.hw.lookup import LookupTable
+    from qloom.nn.ir import Lookup
+    shape = (3, 4)
+    table = _values(out_type, (rows, 64), _rng(out_type))
+    layer = Lookup("l", ("x",), "y", table=table, lo=-32, in_type=int_type(7),
+                   out_type=out_type)
+    engine = LookupEngine(layer, shape)
+    for family in FAMILIES:
+        options = BuildOptions(family=family)
+        for fold in FOLDS:
+            unit = _built(engine, fold, options)["l"]
+            assert isinstance(unit, LookupTable) and unit.lanes == fold.pe
+            assert engine.cycles(fold) == 3 * 4 // fold.pe      # one word per cycle
+            assert engine.in_bits == _lane_bits(unit.i) == 7
+            assert engine.out_bits == _lane_bits(unit.o) == out_type.bits
+            assert unit.depth == 64 * (1 if rows == 1 else 4 // fold.pe)
+            assert unit.block == use_block_ram(unit.depth, out_type.bits, family)
+            assert engine.resources(fold, options) == \
+                calibrated(unit.estimate(family), family)
+            assert engine.multipliers(fold) == 0

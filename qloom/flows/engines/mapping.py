@@ -6,7 +6,7 @@ stream order is already the flattened order)."""
 from __future__ import annotations
 
 from ...errors import UnsupportedModelError
-from ...nn.ir import (Add, AvgPool, Concat, Conv, Dense, Flatten, IntMul, MaxPool,
+from ...nn.ir import (Add, AvgPool, Concat, Conv, Dense, Flatten, IntMul, Lookup, MaxPool,
                       MultiThreshold, Network, Requant)
 from .add import AddEngine
 from .avgpool import AvgPoolEngine
@@ -14,6 +14,7 @@ from .concat import ConcatEngine
 from .conv import ConvEngine
 from .dense import DenseEngine
 from .int_mul import IntMulEngine
+from .lookup import LookupEngine
 from .pool import PoolEngine
 from .requant import RequantEngine
 from .threshold import SEARCH_FROM, ThresholdEngine
@@ -26,7 +27,7 @@ __all__ = ["ENGINES", "UNROLLED_ENGINES", "map_network", "supported_layers"]
 # the flattened order.
 ENGINES = {Dense: DenseEngine, Conv: ConvEngine, MultiThreshold: ThresholdEngine,
            Requant: RequantEngine, MaxPool: PoolEngine, AvgPool: AvgPoolEngine,
-           Add: AddEngine, IntMul: IntMulEngine, Concat: ConcatEngine}
+           Add: AddEngine, IntMul: IntMulEngine, Concat: ConcatEngine, Lookup: LookupEngine}
 
 # IR layer type -> the engine implementing it at one vector per cycle with its weights
 # built into the logic (latency mode), which the planner puts in place of the engine

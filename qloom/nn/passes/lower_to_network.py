@@ -22,8 +22,10 @@ import onnx
 
 from ...errors import QloomError, UnsupportedModelError
 from .. import ir
-from ..thresholds import FloatFunction, derive_thresholds
+from ..thresholds import FloatFunction, NotMonotoneError, derive_thresholds
 from . import avgpool, concat, resize
+from .activations import ACTIVATIONS, non_monotone
+from .lookup import is_narrow, lower_lookup
 from .layer_builders import LayerBuilders
 from .lowering import Lowering
 from .quantizers import QUANTIZERS, quant_spec
@@ -45,9 +47,8 @@ def from_runtime(e: BaseException) -> bool:
 SHAPE_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze")
 
 # Elementwise ops that may sit between an accumulator and the next quantizer.
-ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "LeakyRelu",
-               "Sigmoid", "Tanh", "Identity", "Neg", "Abs", "Max", "Min", "Floor", "Ceil",
-               "Round", "HardSigmoid")
+ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "BatchNormalization", "Identity", "Neg", "Max",
+               "Min", "Floor", "Ceil", "Round") + tuple(ACTIVATIONS)
 
 
 def _broadcasts_into(const_shape, shape) -> bool:
@@ -262,7 +263,16 @@ class LoweringState(LayerBuilders):
             return spec.dtype.encode(spec.values(y, out_scale))
 
         lo, hi = self.ranges[src.ir]
-        ts = derive_thresholds(code_fn, lo, hi, spec.dtype, node=node.name)
+        culprit = non_monotone(chain.nodes, self.consts)
+        try:
+            ts = None if culprit else derive_thresholds(code_fn, lo, hi, spec.dtype,
+                                                        node=node.name)
+        except NotMonotoneError:
+            if not is_narrow(lo, hi):
+                raise
+            ts, culprit = None, chain.nodes[-1] if chain.nodes else node
+        if ts is None:       # not monotone: a lookup table (or a refusal naming culprit)
+            return lower_lookup(self, node, chain, spec, code_fn, culprit, q_scale)
         out = node.output[0] if chain.pool is None else f"{node.output[0]}_unpooled"
         self.new_tensor(out, info.shape, spec.dtype, q_scale, spec.dtype.min, spec.dtype.max,
                         spec.zero_point)
