@@ -12,7 +12,7 @@ JOBS ?= 2
 # Extra pytest options, e.g. make test PYTEST_ARGS='--durations=20 -k models'
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-all demo test test-all bench build-suite clean
+.PHONY: setup setup-all demo test test-all docs bench build-suite clean
 
 setup: $(STAMP) iverilog
 
@@ -55,6 +55,12 @@ demo: setup
 
 test: setup
 	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 1200 $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory docs
+
+# The docs site (docs/, mkdocs.yml) into site/; --strict fails on any warning (a broken
+# link, a missing page, an API reference that no longer resolves).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 test-all: setup-all
 	$(SIMPATH) $(BIN)/python -m pytest -q -n $(JOBS) --timeout 3600 -m '' $(PYTEST_ARGS)
@@ -71,4 +77,4 @@ build-suite: setup
 	$(SIMPATH) $(BIN)/python bench/build_suite.py $(SUITE_ARGS)
 
 clean:
-	rm -rf $(VENV) out build .pytest_cache
+	rm -rf $(VENV) out build site .pytest_cache
