@@ -52,12 +52,16 @@ def _engines() -> str:
 
 def _boards() -> str:
     from qloom.boards import BOARDS
-    rows = ["| board | device | LUT4 | DSP | BRAM | default clock MHz | flow |",
-            "|---|---|---:|---:|---:|---:|---|"]
+    rows = ["| board | device | LUT4 | DSP | BRAM | default clock MHz | flow | SDRAM |",
+            "|---|---|---:|---:|---:|---:|---|---|"]
     for b in BOARDS.values():
+        sdram = (f"{b.sdram.geometry.bytes >> 20} MB x{b.sdram.geometry.data_bits} "
+                 f"({b.sdram.name}, up to {b.sdram.timing.max_clock_mhz:g} MHz)"
+                 if b.sdram else "")
         rows.append(f"| `{b.name}` | {b.device} | {b.budget.lut:,} | {b.budget.dsp} | "
                     f"{b.budget.bram} | {b.clock_mhz:g} | "
-                    f"{'open (Yosys + nextpnr)' if b.family.open_flow else 'vendor scripts'} |")
+                    f"{'open (Yosys + nextpnr)' if b.family.open_flow else 'vendor scripts'} "
+                    f"| {sdram} |")
     return "\n".join(rows)
 
 

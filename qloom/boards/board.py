@@ -9,6 +9,8 @@ from typing import Callable
 
 from amaranth.build import Platform
 
+from ..hw.sdram.chip import SdramChip
+
 __all__ = ["Family", "Resources", "Board", "CELL_FILL"]
 
 # The share of an iCE40's logic cells a design may fill (see ``Board.usable_cells``).
@@ -72,7 +74,8 @@ class Board:
     ``budget`` is the device's capacity; ``clock_mhz`` the default accelerator clock that the
     board top's PLL makes from the ``oscillator_mhz`` input; ``programmer`` is the command
     line that loads a bitstream (``{bitstream}`` is replaced by its path);
-    ``uart_note`` says where the host link's serial port is.
+    ``uart_note`` says where the host link's serial port is; ``sdram`` is the external
+    SDRAM the board carries (its geometry and timing), None when it has none.
     """
 
     name: str
@@ -88,11 +91,15 @@ class Board:
     bitstream_ext: str
     uart_note: str
     max_baud: int = 115200
+    sdram: SdramChip | None = None
 
     def __post_init__(self):
         if self.clock_mhz <= 0 or self.oscillator_mhz <= 0:
             raise ValueError(f"Board {self.name!r} clocks must be positive, not "
                              f"{self.oscillator_mhz!r} / {self.clock_mhz!r}")
+        if self.sdram is not None and not isinstance(self.sdram, SdramChip):
+            raise TypeError(f"Board {self.name!r} SDRAM must be an SdramChip or None, not "
+                            f"{self.sdram!r}")
 
     def logic_cells(self, need: Resources) -> int | None:
         """iCE40 logic cells ``need`` takes (None on other families, whose LUTs and

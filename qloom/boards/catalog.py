@@ -10,6 +10,7 @@ from amaranth_boards.resources import UARTResource
 from amaranth_boards.ulx3s import ULX3S_25F_Platform, ULX3S_85F_Platform
 
 from ..errors import QloomError
+from ..hw.sdram.chip import ULX3S_SDRAM
 from .board import Board, Family, Resources
 
 __all__ = ["BOARDS", "get_board"]
@@ -38,12 +39,14 @@ BOARDS: dict[str, Board] = {b.name: b for b in [
           platform=ULX3S_85F_Platform, family=Family.ECP5, device="LFE5U-85F",
           package="BG381", budget=_ECP5_85F, oscillator_mhz=25.0, clock_mhz=150.0,
           programmer="openFPGALoader -b ulx3s {bitstream}", bitstream_ext="bit",
-          uart_note="the FTDI US1 port (usually /dev/ttyUSB0)", max_baud=3_000_000),
+          uart_note="the FTDI US1 port (usually /dev/ttyUSB0)", max_baud=3_000_000,
+          sdram=ULX3S_SDRAM),
     Board(name="ulx3s-25f", title="Radiona ULX3S (LFE5U-25F)",
           platform=ULX3S_25F_Platform, family=Family.ECP5, device="LFE5U-25F",
           package="BG381", budget=_ECP5_25F, oscillator_mhz=25.0, clock_mhz=150.0,
           programmer="openFPGALoader -b ulx3s {bitstream}", bitstream_ext="bit",
-          uart_note="the FTDI US1 port (usually /dev/ttyUSB0)", max_baud=3_000_000),
+          uart_note="the FTDI US1 port (usually /dev/ttyUSB0)", max_baud=3_000_000,
+          sdram=ULX3S_SDRAM),
     Board(name="orangecrab-25f", title="Good Stuff Department OrangeCrab r0.2 (LFE5U-25F)",
           platform=OrangeCrab25FWithUART, family=Family.ECP5, device="LFE5U-25F",
           package="MG285", budget=_ECP5_25F, oscillator_mhz=48.0, clock_mhz=96.0,
