@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from qloom.boards.catalog import get_board
-from qloom.flows.ecp5_carry import packed_cells, trim_carry_chains
+from qloom.flows.ecp5_carry import trim_carry_chains
+from qloom.flows.ecp5_pack import packed_cells
 
 
 def row(out: Path) -> dict:

@@ -1,8 +1,7 @@
 """qloom: quantized neural networks (QONNX) to verified streaming accelerators."""
 
-__version__ = "0.1.0"
-
-from .errors import QloomError  # noqa: E402
+from ._version import __version__
+from .errors import QloomError
 
 __all__ = ["QloomError", "load", "compile", "__version__"]
 

@@ -118,7 +118,7 @@ def is_design(folder) -> bool:
 def load_network(out_dir, manifest: dict):
     """The integer ``Network`` of the design in ``out_dir``: its ``model_file`` loaded
     again with its ``load_options``."""
-    from . import load
+    from .nn.load import load
     from .nn.dtypes import parse_dtype
     out = Path(out_dir)
     if not isinstance(manifest.get("model_file"), str) or not manifest["model_file"]:

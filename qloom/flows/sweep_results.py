@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..errors import QloomError
 from . import outdir
 from .sweep_task import MARKER, RECORD, log_tail, read_attempts, write_json

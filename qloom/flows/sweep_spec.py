@@ -32,7 +32,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..errors import QloomError
 
 __all__ = ["Folding", "ModelEntry", "Point", "Spec", "read_spec", "parse_spec"]

@@ -16,7 +16,8 @@ from amaranth.lib.wiring import In, Out
 
 from qloom.errors import ToolError
 from qloom.flows import synth
-from qloom.flows.ecp5_carry import packed_cells, trim_carry_chains
+from qloom.flows.ecp5_carry import trim_carry_chains
+from qloom.flows.ecp5_pack import packed_cells
 
 
 class Adders(wiring.Component):

@@ -4,23 +4,13 @@ the following activation's thresholds fused into the matrix unit's output."""
 
 from __future__ import annotations
 
-from ...errors import UnsupportedModelError
 from ...nn.ir import Conv, MultiThreshold
 from .base import Engine, Fold, divisors
+from .padding import pad_code
 from .dense import (WEIGHT_PLACES, datapath_of, dsp_primitive, memory_styles, mvu_features,
                     mvu_registers, threshold_spec)
 
-__all__ = ["ConvEngine", "pad_code"]
-
-
-def pad_code(conv: Conv) -> int:
-    """The code the sliding window pads ``conv``'s input with: its pad value's. A padded
-    input whose type has no such value (0 is no bipolar value) is refused."""
-    if any(conv.pads) and not conv.in_type.allows(conv.pad_value):
-        raise UnsupportedModelError(
-            f"a padded convolution of a {conv.in_type} input: its pad value "
-            f"{conv.pad_value} is no {conv.in_type} value", node=conv.name)
-    return int(conv.in_type.encode(conv.pad_value))
+__all__ = ["ConvEngine"]
 
 
 class ConvEngine(Engine):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...nn.ir import Conv, MultiThreshold
 from .base import Engine, Fold, divisors
+from .padding import pad_code
 
 __all__ = ["DepthwiseEngine", "is_depthwise"]
 
@@ -30,7 +31,6 @@ class DepthwiseEngine(Engine):
         self.out_h, self.out_w, _ = out_shape
         kh, kw = conv.kernel
         self.k = kh * kw
-        from .conv import pad_code
         self.pad_code = pad_code(conv)
         self._cycles = {}           # lanes -> cycles per frame, asked once
 

@@ -32,7 +32,7 @@ ENGINES = {Dense: DenseEngine, Conv: ConvEngine, MultiThreshold: ThresholdEngine
 # IR layer type -> the engine implementing it at one vector per cycle with its weights
 # built into the logic (latency mode), which the planner puts in place of the engine
 # above when it folds the layer that far (see ``unrolled.unroll``).
-UNROLLED_ENGINES = {Dense: UnrolledEngine}
+UNROLLED_ENGINES = {kind: UnrolledEngine for kind in UnrolledEngine.layer_types}
 
 
 def supported_layers() -> list[str]:

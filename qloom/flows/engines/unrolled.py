@@ -95,6 +95,7 @@ class UnrolledEngine(Engine):
     at one vector per cycle over ``vectors`` vectors per frame."""
 
     kind = "unrolled"
+    layer_types = (Dense,)     # what it unrolls (``mapping.UNROLLED_ENGINES`` from it)
     fold_keys = ("pe", "simd")
     buffers_itself = True      # credits for its output FIFO (qloom.hw.unrolled)
     registered_ports = True    # its inputs are read from registers only (qloom.hw.unrolled)
@@ -179,10 +180,10 @@ class UnrolledEngine(Engine):
 
 def _one_vector_per_cycle(engine, folds) -> bool:
     """Whether ``engine`` is a matrix unit folded to one vector per cycle over a layer
-    type with an unrolled engine (``mapping.UNROLLED_ENGINES``)."""
+    type the unrolled engine takes (``UnrolledEngine.layer_types``)."""
     from .dense import DenseEngine
-    from .mapping import UNROLLED_ENGINES
-    return (isinstance(engine, DenseEngine) and type(engine.dense) in UNROLLED_ENGINES
+    return (isinstance(engine, DenseEngine)
+            and type(engine.dense) in UnrolledEngine.layer_types
             and folds[engine.name] == Fold(engine.dense.mh, engine.dense.mw))
 
 
