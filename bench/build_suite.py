@@ -20,6 +20,8 @@ Builds run one at a time (each nextpnr run takes one core); the whole suite take
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import subprocess
 import sys
@@ -148,6 +150,22 @@ def read_results(path: Path) -> dict:
     return {row["design"]: row for row in data["designs"]}
 
 
+@contextlib.contextmanager
+def _locked(path: Path):
+    """The results file held for one read-modify-write (suites may run side by side, each
+    on its own boards)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def record(path: Path, new: dict):
+    """``new`` rows (by design name) written into the results file over what it holds."""
+    with _locked(path):
+        write_results(path, {**read_results(path), **new})
+
+
 def write_results(path: Path, rows: dict):
     """The results file with ``rows`` (by design name), in the suite's order."""
     order = {d.name: k for k, d in enumerate(designs())}
@@ -199,7 +217,7 @@ def main(argv=None) -> int:
         return 0
     commit = source_commit()           # before any build: what this run measures
     recorded = read_results(args.results)
-    rows, regressions = dict(recorded), []
+    rows, measured, regressions = dict(recorded), {}, []
     for k, design in enumerate(chosen, 1):
         print(f"[suite] {k}/{len(chosen)} {design.name}", flush=True)
         with tempfile.TemporaryDirectory(prefix="qloom-suite-") as tmp:
@@ -212,9 +230,9 @@ def main(argv=None) -> int:
               f"{'  REGRESSION' if regressed else ''}", flush=True)
         if regressed:
             regressions.append(f"{design.name}: {change}")
-        rows[design.name] = row
+        rows[design.name] = measured[design.name] = row
         if args.record:
-            write_results(args.results, rows)     # after every design: a kill keeps them
+            record(args.results, measured)     # after every design: a kill keeps them
     print(table(rows[d.name] for d in chosen))
     if regressions:
         print(f"{len(regressions)} regression(s):\n" + "\n".join(regressions))
