@@ -3,6 +3,8 @@ of the peak (one 16-bit word per clock), for a stream of sequential read bursts.
 
     python bench/sdram.py [--clocks 143 133 100] [--bursts 8 4] [--intervals 6] [--json FILE]
 
+(``bench/results/sdram.json`` holds the last recorded run.)
+
 Per clock and burst length: the ULX3S chip's timing at that clock (``ULX3S_SDRAM.cycles``,
 the power-up pause cut to 40 cycles: it comes before the measurement), ``--intervals``
 refresh intervals of back-to-back reads of consecutive bursts (crossing rows and banks),
