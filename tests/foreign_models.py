@@ -46,3 +46,35 @@ def kws_mlp(shape=(1, 1, 10, 49), how="reshape", transpose=None, before_quant=Fa
             flat_shape = tuple(shape[p] for p in transpose)
         x = flatten(g, x, how, flat_shape)
     return g.model(mlp_head(g, x, int(np.prod(shape[1:]))))
+
+
+def jet_tagger(tail=("Softmax",), w_scale=2.0 ** -5, a_scale=2.0 ** -6, seed=0,
+               float_bias=True):
+    """A jet-tagger-shaped MLP as QKeras -> QONNX writes it: a float input [1, 16] read by
+    the first MatMul (no input quantizer), dense layers 64-32-32-5 with 6-bit weights and
+    biases (``quantized_bits(6, 0)``: scale 2**-5) and 6-bit ReLU activations
+    (``quantized_relu(6)``: scale 2**-6); the last MatMul has a float bias Add (or a
+    quantized one) and then the ``tail`` ops (Softmax, Sigmoid, LogSoftmax)."""
+    g = GraphBuilder()
+    rng = np.random.default_rng(seed)
+    x = g.input([1, 16], name="global_in")
+    sizes = (16, 64, 32, 32, 5)
+    for i in range(4):
+        w = rng.normal(0, 0.4, (sizes[i], sizes[i + 1])).astype(np.float32)
+        x = g.node("MatMul", [x, g.quant(g.const(w), w_scale, 6)])
+        b = rng.normal(0, 0.5, sizes[i + 1]).astype(np.float32)
+        last = i == 3
+        x = g.node("Add", [x, g.const(b) if last and float_bias
+                           else g.quant(g.const(b), w_scale, 6)])
+        if not last:
+            x = g.quant(g.node("Relu", [x]), a_scale, 6, signed=False)
+    for op in tail:
+        x = g.node(op, [x], axis=1) if op in ("Softmax", "LogSoftmax") else g.node(op, [x])
+    return g.model(x)
+
+
+def jet_inputs(n, seed=1, scale=2.0 ** -10):
+    """Jet features on the fixed-point input grid qloom uses for a float input (INT16,
+    2**-10), where ``Network.execute`` is qonnx on the same inputs."""
+    x = np.random.default_rng(seed).normal(0, 1.5, (n, 16))
+    return (np.round(x / scale) * scale).astype(np.float32)

@@ -310,7 +310,8 @@ def _documents(state, cfg, model_file):
                  "input_zero_point": _floats(net.input_zero_point),
                  "prefix_ops": list(net.prefix_ops),
                  "output_scale": _floats(net.tensors[net.output].scale),
-                 "tail_ops": list(net.tail_ops)},
+                 "tail_ops": list(net.tail_ops), "tail_exact": net.tail_exact,
+                 "tail": net.tail_note},
         "layers": layers, "ideal_ii_cycles": plan.ideal_ii_cycles,
         "board": cfg.board,
     }
@@ -319,6 +320,7 @@ def _documents(state, cfg, model_file):
     report = {
         "model": net.name, "qloom_version": __version__, "clock_mhz": clock,
         "folding": plan.how, "fold_file": plan.fold_file, "family": state.options.family.value,
+        "tail": {"ops": list(net.tail_ops), "exact": net.tail_exact, "how": net.tail_note},
         "dsp_budget": state.options.dsp_budget,
         "layers": layers, "bottleneck": plan.bottleneck,
         "ideal_ii_cycles": plan.ideal_ii_cycles,

@@ -46,6 +46,9 @@ def render_report_md(report: dict) -> str:
                       f"{link['bram']} BRAM)" if link else "")
                    + (f"; {cells:,} iCE40 logic cells (LUT + 2/3 FF)"
                       if cells is not None else ""))
+    tail = report.get("tail")
+    if tail:
+        out.append(f"- float tail after the hardware's output: {tail['how']}")
     if report.get("bram_bit_efficiency"):
         out.append(f"- block RAM bit efficiency of the weight and threshold memories: "
                    f"{100 * report['bram_bit_efficiency']:.1f}% (stored bits over the "

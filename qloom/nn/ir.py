@@ -464,6 +464,10 @@ class Network:
     # of [N, ...] arrays; channels-last to NCHW for 4-D tensors when absent)
     onnx_names: dict[str, str] = field(default_factory=dict)
     onnx_layouts: dict[str, Callable] = field(default_factory=dict)
+    # whether ``execute`` equals qonnx's execute_onnx bit for bit (on inputs on the input
+    # grid), and how the host computes the tail (``qloom.nn.passes.tail``)
+    tail_exact: bool = True
+    tail_note: str = ""
 
     def layer(self, name: str) -> Layer:
         for layer in self.layers:

@@ -41,6 +41,7 @@ def summarize(net: Network) -> dict:
         "output": {"tensor": net.output, "shape": list(outp.shape), "type": outp.dtype.name},
         "prefix_ops": list(net.prefix_ops),
         "tail_ops": list(net.tail_ops),
+        "tail": {"exact": net.tail_exact, "how": net.tail_note},
         "layers": rows,
         "totals": {"layers": len(rows), "macs": sum(r["macs"] for r in rows),
                    "weight_bits": sum(r["weight_bits"] for r in rows)},
@@ -78,5 +79,7 @@ def render_table(summary: dict) -> str:
     head = (f"{summary['name']}: input {inp['name']} {_cell(inp['shape'])} -> {inp['type']} "
             f"(prefix: {', '.join(summary['prefix_ops']) or 'none'}; "
             f"tail: {', '.join(summary['tail_ops']) or 'none'})")
-    return "\n".join([head, line(header), rule] + [line(r) for r in body[:-1]]
-                     + [rule, line(body[-1])])
+    lines = [head, line(header), rule] + [line(r) for r in body[:-1]] + [rule, line(body[-1])]
+    if summary.get("tail", {}).get("how"):
+        lines.append(f"tail: {summary['tail']['how']}")
+    return "\n".join(lines)

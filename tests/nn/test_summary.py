@@ -24,6 +24,8 @@ def test_render_table(load_example):
     assert "tail: Add, Softmax" in lines[0]
     assert lines[1].split()[:2] == ["layer", "op"]
     assert lines[3].split()[:4] == ["MatMul_0", "Dense", "16", "64"]
-    assert lines[-1].split()[:3] == ["total", "7", "layers"]
+    assert lines[-2].split()[:3] == ["total", "7", "layers"]
     # 4,256 six-bit weights plus one requantization offset per channel (64x24 + 2x32x15 bits)
-    assert lines[-1].split()[-2:] == ["4,256", "28,032"]
+    assert lines[-2].split()[-2:] == ["4,256", "28,032"]
+    assert lines[-1].startswith("tail: Add, Softmax on the host in float32 (qonnx) from the "
+                                "integer accumulator of MatMul_3: bit for bit")

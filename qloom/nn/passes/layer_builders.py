@@ -14,6 +14,7 @@ from ..dtypes import BIPOLAR, DataType, int_type, smallest_type
 from ..thresholds import FloatFunction
 from .channels_last import check_node, image_layout_of, is_channels_last, weights_oihw
 from .quantizers import quantized_constant
+from .tail import plan_tail
 from .values import NCHW, NHWC, PLAIN, FloatChain, Int, Layout, Prefix
 from .attrs import node_attr
 
@@ -439,10 +440,22 @@ class LayerBuilders:
         return Int(out, node.output[0], src.layout, src.offset, src.quantized)
 
     # ---- the network --------------------------------------------------------------------
+    def producer_layer(self, tensor: str):
+        return next((l for l in self.layers if l.output == tensor), None)
+
+    def int_of(self, tensor: str) -> Int | None:
+        """The lowering's value for IR tensor ``tensor`` (a quantizer's output first)."""
+        found = [v for v in self.env.values() if isinstance(v, Int) and v.ir == tensor]
+        return next((v for v in found if v.quantized), found[0] if found else None)
+
+    def node_of(self, name: str):
+        return next((n for n in self.model.graph.node if n.name == name), None)
+
     def assemble(self, chain: FloatChain, output_name: str) -> ir.Network:
-        src = chain.source
-        fn = FloatFunction(chain.nodes, self.consts, src.onnx, output_name, self.shape_of,
-                           self.opsets)
+        plan = plan_tail(self, chain, output_name)
+        src = plan.source
+        fn = FloatFunction(list(plan.nodes), self.consts, src.onnx, output_name,
+                           self.shape_of, self.opsets)
         info = self.tensors[src.ir]
         # ``Network.dequantize`` already subtracts the tensor's zero point
         layout = src.layout
@@ -463,4 +476,4 @@ class LayerBuilders:
             layers=self.layers, tensors=self.tensors, quantize=self.quantize, tail=tail,
             prefix_ops=self.prefix_ops, tail_ops=fn.op_types,
             input_scale=self.tensors[self.input].scale, onnx_names=self.onnx_names,
-            onnx_layouts=self.onnx_layouts)
+            onnx_layouts=self.onnx_layouts, tail_exact=plan.exact, tail_note=plan.note)
