@@ -78,3 +78,26 @@ def jet_inputs(n, seed=1, scale=2.0 ** -10):
     2**-10), where ``Network.execute`` is qonnx on the same inputs."""
     x = np.random.default_rng(seed).normal(0, 1.5, (n, 16))
     return (np.round(x / scale) * scale).astype(np.float32)
+
+
+def segmentation_net(nhwc_output=False, quantized_output=False, seed=0):
+    """A small conv net whose output is an image ([1, 2, 8, 8], or [1, 8, 8, 2] when the
+    graph ends with a Transpose to channels-last as Keras models do): a segmentation map."""
+    g = GraphBuilder()
+    rng = np.random.default_rng(seed)
+    x = g.quant(g.input([1, 3, 8, 8]), 0.25, 4, signed=False)
+    w = rng.normal(0, 1, (4, 3, 3, 3)).astype(np.float32)
+    x = g.node("Conv", [x, g.quant(g.const(w), 0.25, 4, narrow=True)], kernel_shape=[3, 3],
+               pads=[1] * 4)
+    x = g.quant(g.node("Relu", [x]), 0.5, 4, signed=False)
+    w = rng.normal(0, 1, (2, 4, 1, 1)).astype(np.float32)
+    x = g.node("Conv", [x, g.quant(g.const(w), 0.25, 4, narrow=True)], kernel_shape=[1, 1])
+    if quantized_output:
+        x = g.quant(x, 0.5, 4)
+    if nhwc_output:
+        x = g.node("Transpose", [x], perm=[0, 2, 3, 1])
+    return g.model(x)
+
+
+def segmentation_inputs(n, seed=1):
+    return np.random.default_rng(seed).uniform(0, 3, (n, 3, 8, 8)).astype(np.float32)

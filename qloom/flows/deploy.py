@@ -124,8 +124,10 @@ def deploy(out_dir, *, force: bool = False) -> Path:
         lines = _flash_lines(board, out, tmp) + _program_lines(board, report, report_path, tmp)
         (tmp / "program.sh").write_text(_script(lines))
         (tmp / "run.sh").write_text(_script([
-            "# usage: ./run.sh DEVICE INPUTS.npy   (e.g. /dev/ttyUSB1 x.npy)",
-            f'exec qloom run .. --port "$1" --inputs "$2" --baud {baud}']))
+            "# usage: ./run.sh DEVICE INPUTS.npy [OUTPUTS.npy]   (e.g. /dev/ttyUSB1 x.npy y.npy)",
+            "# OUTPUTS.npy: the model's float outputs [N, *output shape]",
+            f'exec qloom run .. --port "$1" --inputs "$2" --baud {baud} '
+            '${3:+--outputs "$3"}']))
         for name in ("program.sh", "run.sh"):
             path = tmp / name
             path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -153,9 +155,10 @@ def _readme(board, report: dict, baud: int) -> str:
             f"   The heartbeat LED blinks about once a second when the design runs.\n"
             f"2. Find the serial port: {board.uart_note}.\n"
             f"3. Run frames through it and check them against the reference:\n"
-            f"     ./run.sh /dev/ttyUSB1 inputs.npy\n"
-            f"   (inputs.npy: float inputs [N, *input_shape] of the model; the link runs at "
-            f"{baud} baud, 8N1).\n"
+            f"     ./run.sh /dev/ttyUSB1 inputs.npy outputs.npy\n"
+            f"   (inputs.npy: float inputs [N, *input_shape] of the model; outputs.npy, "
+            f"optional: the model's float outputs [N, *output shape] it computed; the link "
+            f"runs at {baud} baud, 8N1).\n"
             f"   The error LED flashes when the board rejects a frame (bad length or CRC).\n\n"
             f"Clock: {report.get('target_mhz')} MHz, Fmax from nextpnr: "
             f"{report.get('fmax_mhz')} MHz.\n"

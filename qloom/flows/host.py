@@ -248,6 +248,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--baud", type=_baud, help="baud rate (default: the one the build used)")
     p.add_argument("--timeout", type=_seconds, default=2.0, metavar="SECONDS",
                    help="seconds a frame may take, its retries included (default 2)")
+    p.add_argument("--outputs", metavar="Y.npy",
+                   help="write the model's float outputs [N, *output shape] (the host tail "
+                        "applied) there")
     p.set_defaults(func=run)
     return p
 
@@ -291,18 +294,33 @@ def load_inputs(path) -> np.ndarray:
         raise QloomError(f"cannot read the inputs {path}: {e}") from None
 
 
+def _position(net, element: int) -> str:
+    """Where output element ``element`` (stream order) sits in a multi-axis output."""
+    if net is None or len(net.tensors[net.output].shape) < 2:
+        return ""
+    shape = net.tensors[net.output].shape
+    index = [int(i) for i in np.unravel_index(element, shape)]
+    return f" (at {index} of the channels-last output {list(shape)})"
+
+
 def run(args) -> int:
     out = Path(args.out)
     manifest = _manifest(out)
     baud = args.baud or _build_baud(out)
     fin, fout = _formats(out, manifest)
-    codes_in, expected, _ = reference(out, load_inputs(args.inputs))
+    codes_in, expected, net = reference(out, load_inputs(args.inputs))
     link = HostLink(open_serial(args.port, baud), fin, fout, timeout=args.timeout)
     print(f"[qloom] {len(codes_in)} frames to {args.port} at {baud} baud "
           f"({fin.frame_bytes + 5} bytes out, {fout.frame_bytes + 6} bytes back per frame)")
-    _, report = run_on_board(link, codes_in, expected)
+    codes_out, report = run_on_board(link, codes_in, expected)
     for frame, element, want, got in report.mismatches[:20]:
-        print(f"  mismatch: frame {frame} element {element}: expected {want}, got {got}")
+        print(f"  mismatch: frame {frame} element {element}{_position(net, element)}: "
+              f"expected {want}, got {got}")
+    if args.outputs:
+        info = net.tensors[net.output]
+        np.save(args.outputs, net.outputs(info.dtype.decode(codes_out)))
+        print(f"[qloom] outputs {list(net.outputs(info.dtype.decode(codes_out[:1])).shape[1:])} "
+              f"per frame written to {args.outputs}")
     line_limit = baud / 10 / (fin.frame_bytes + fout.frame_bytes + 11)
     print(f"[qloom] {report.frames} frames, {len(report.mismatches)} mismatching elements, "
           f"{report.fps:.1f} frames/s (the serial line allows {line_limit:.1f}); "

@@ -46,6 +46,12 @@ def render_report_md(report: dict) -> str:
                       f"{link['bram']} BRAM)" if link else "")
                    + (f"; {cells:,} iCE40 logic cells (LUT + 2/3 FF)"
                       if cells is not None else ""))
+    io = report.get("io")
+    if io:
+        hw = io["hardware_output"]
+        out.append(f"- input {io['input_shape']} -> output {io['output_shape']}; the hardware "
+                   f"streams `{hw['tensor']}` {hw['shape']} (channels-last) and the host lays "
+                   f"it out as the model's output")
     tail = report.get("tail")
     if tail:
         out.append(f"- float tail after the hardware's output: {tail['how']}")

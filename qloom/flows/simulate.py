@@ -133,9 +133,7 @@ def simulate(out_dir, *, inputs: np.ndarray | None = None, random: int | None = 
 
     sim_dir = out_dir / "sim"
     sim_dir.mkdir(parents=True, exist_ok=True)
-    out_shape = net.tensors[net.output].shape
-    outputs = net.tail(net.dequantize(got.reshape(frames, *out_shape)))
-    np.save(sim_dir / "outputs.npy", np.asarray(outputs))
+    np.save(sim_dir / "outputs.npy", np.asarray(net.outputs(got)))
     results = {
         "frames": frames, "mismatches": mismatches, "first_mismatch": first,
         "latency_cycles": rtl.latency_cycles, "ii_cycles": rtl.ii_cycles,

@@ -468,6 +468,7 @@ class Network:
     # grid), and how the host computes the tail (``qloom.nn.passes.tail``)
     tail_exact: bool = True
     tail_note: str = ""
+    output_shape: tuple[int, ...] = ()  # the ONNX graph output's shape with batch 1, any rank
 
     def layer(self, name: str) -> Layer:
         for layer in self.layers:
@@ -502,9 +503,17 @@ class Network:
         info = self.tensors[self.output]
         return ((y_int - info.zero_point) * info.scale).astype(np.float32)
 
+    def outputs(self, y_int: np.ndarray) -> np.ndarray:
+        """The model's float outputs ``[N, *model output shape]`` (any rank, in the model's
+        own layout) from the integer output values ``[N, ...]`` the hardware emits: the
+        host tail applied."""
+        y_int = np.asarray(y_int)
+        shape = tuple(self.tensors[self.output].shape)
+        return self.tail(self.dequantize(y_int.reshape(y_int.shape[0], *shape)))
+
     def execute(self, x: np.ndarray) -> np.ndarray:
         """Float in, float out: identical in meaning to the original model."""
-        return self.tail(self.dequantize(self.execute_int(self.quantize(x))))
+        return self.outputs(self.execute_int(self.quantize(x)))
 
     def shape_of(self, tensor: str) -> tuple[int, ...]:
         return tuple(self.tensors[tensor].shape)

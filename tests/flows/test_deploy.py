@@ -33,7 +33,7 @@ def test_deploy_icebreaker(tmp_path):
     program = (dest / "program.sh").read_text()
     assert program.startswith("#!/bin/sh\n") and "\niceprog board_top.bin\n" in program
     run = (dest / "run.sh").read_text()
-    assert 'qloom run .. --port "$1" --inputs "$2" --baud 1000000' in run
+    assert 'qloom run .. --port "$1" --inputs "$2" --baud 1000000 ${3:+--outputs "$3"}' in run
     for name in ("program.sh", "run.sh"):
         assert os.access(dest / name, os.X_OK)
     readme = (dest / "README.txt").read_text()

@@ -476,4 +476,5 @@ class LayerBuilders:
             layers=self.layers, tensors=self.tensors, quantize=self.quantize, tail=tail,
             prefix_ops=self.prefix_ops, tail_ops=fn.op_types,
             input_scale=self.tensors[self.input].scale, onnx_names=self.onnx_names,
-            onnx_layouts=self.onnx_layouts, tail_exact=plan.exact, tail_note=plan.note)
+            onnx_layouts=self.onnx_layouts, tail_exact=plan.exact, tail_note=plan.note,
+            output_shape=tuple(self.shape_of(output_name)))
