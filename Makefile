@@ -12,9 +12,9 @@ JOBS ?= 2
 # Extra pytest options, e.g. make test PYTEST_ARGS='--durations=20 -k models'
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-all demo test test-all docs bench build-suite clean
+.PHONY: setup setup-all iverilog asic-tools chromium demo test test-all docs bench build-suite clean
 
-setup: $(STAMP) iverilog
+setup: $(STAMP) iverilog asic-tools
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
@@ -32,6 +32,19 @@ iverilog:
 	  else echo "iverilog is missing and neither root nor sudo is available: install it with apt-get install iverilog"; exit 1; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq iverilog || \
 	  { echo "could not install iverilog; install it by hand: apt-get install iverilog"; exit 1; }; }
+
+# The open standard-cell flow of `qloom build --target asic` (docs/asic.md): qflow with
+# its OSU cell kits, graywolf, qrouter, OpenSTA (`sta`), magic and netgen (`netgen-lvs`).
+ASIC_PACKAGES := qflow graywolf qrouter opensta magic netgen-lvs
+ASIC_TOOLS := qflow graywolf qrouter sta magic netgen-lvs
+asic-tools:
+	@missing=; for t in $(ASIC_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	test -z "$$missing" || { \
+	  echo "installing the open ASIC flow (apt-get install $(ASIC_PACKAGES)): missing$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	  else echo "the ASIC tools ($$missing) are missing and neither root nor sudo is available: install them with apt-get install $(ASIC_PACKAGES)"; exit 1; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(ASIC_PACKAGES) || \
+	  { echo "could not install the ASIC tools; install them by hand: apt-get install $(ASIC_PACKAGES)"; exit 1; }; }
 
 # The slow tier also needs the `train` extra (brevitas, torch: the train-to-board example)
 # and a Chromium to open the HTML report in.
