@@ -1,7 +1,8 @@
 """``qloom build OUT``: the compiled accelerator on a board (UART host link, PLL, LEDs)
 through Yosys and nextpnr into a bitstream, with Fmax and utilization in
 ``OUT/build/report.json``; or, with ``--target asic-generic``, a generic gate-level
-synthesis with cell and transistor counts in ``OUT/build/asic_report.json``.
+synthesis with cell and transistor counts in ``OUT/build/asic_report.json``; with
+``--target asic``, the standard-cell flow of :mod:`qloom.flows.asic`.
 
 A fit check against the board's budget runs before any tool. Everything is built in a
 temporary folder inside OUT and moved to ``OUT/build`` only when complete (a build that a
@@ -459,9 +460,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                             "into a bitstream for a board")
     p.add_argument("out", metavar="OUT", help="folder written by `qloom compile`")
     p.add_argument("--board", help="target board (default: the one compiled for)")
-    p.add_argument("--clock", type=float, metavar="MHZ",
-                   help="accelerator clock (default: the compiled one; if timing then fails, "
-                        "qloom builds again, up to twice, 10%% under the measured Fmax)")
+    p.add_argument("--clock", "--clock-mhz", type=float, metavar="MHZ",
+                   help="accelerator clock (default: the compiled one; on a board, if timing "
+                        "then fails, qloom builds again, up to twice, 10%% under the "
+                        "measured Fmax; for --target asic, the clock timing is checked at "
+                        "and power computed for)")
     p.add_argument("--baud", type=int, help="host link baud rate (default: the board's fastest)")
     p.add_argument("--seed", type=int, metavar="N",
                    help="nextpnr's placement seed (default: nextpnr's); Fmax varies with it, "
@@ -470,13 +473,29 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="place and route with K seeds (from --seed, default 1), as many at a "
                         "time as the machine has cores, keeping the fastest; no new seed "
                         "starts once one meets the clock")
-    p.add_argument("--target", choices=["fpga", "asic-generic"], default="fpga",
-                   help="asic-generic: generic gate-level synthesis with transistor counts")
+    p.add_argument("--target", choices=["fpga", "asic", "asic-generic"], default="fpga",
+                   help="asic: the accelerator core through an open standard-cell flow "
+                        "(qflow) to a DRC/LVS-checked GDS with post-route timing, power and "
+                        "a gate-level simulation (docs/asic.md); asic-generic: generic "
+                        "gate-level synthesis with transistor counts")
+    p.add_argument("--pdk", default="osu018",
+                   help="for --target asic: the standard-cell kit, osu018 (default), osu035 "
+                        "or osu050")
+    p.add_argument("--density", type=float, metavar="D",
+                   help="for --target asic: placement cell density, 0.1 to 1 (default: "
+                        "graywolf's); lower leaves more room for wires")
+    p.add_argument("--frames", type=int, default=20, metavar="N",
+                   help="for --target asic: frames of the gate-level simulation (default 20)")
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
+    if args.target == "asic":
+        from .asic.flow import build_asic_flow
+        build_asic_flow(args.out, pdk=args.pdk, clock_mhz=args.clock, density=args.density,
+                        frames=args.frames, seed=args.seed or 0)
+        return 0
     if args.target == "asic-generic":
         build_asic(args.out)
         return 0
