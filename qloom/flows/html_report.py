@@ -26,6 +26,7 @@ from .._version import __version__
 from ..errors import InternalError, QloomError
 from ..manifest import read_manifest
 from . import report_charts as charts
+from .asic import html as asic_html
 
 __all__ = ["ReportFiles", "render_html", "write_report_html", "HTML_NAME"]
 
@@ -78,7 +79,10 @@ class ReportFiles:
                                  f"qloom writes; compile the design again")
         simulated = _read_json(out / "sim" / "results.json",
                                ("frames", "mismatches", "latency_cycles", "ii_cycles"))
-        built = _read_json(out / "build" / "report.json", ("board", "target_mhz"))
+        built = _read_json(out / "build" / "report.json")
+        if built is not None:
+            _read_json(out / "build" / "report.json", asic_html.REQUIRED
+                       if built.get("target") == "asic" else ("board", "target_mhz"))
         return cls(out, manifest, compiled, simulated, built)
 
 
@@ -160,7 +164,9 @@ def _summary(f: ReportFiles) -> str:
     else:
         cards.append(_card("Simulation", [f"not simulated yet: <code>qloom simulate "
                                           f"{_e(f.out_dir.name)}</code>"], "none"))
-    if built and built.get("fmax_mhz") is not None:
+    if built and built.get("target") == "asic":
+        cards.append(_card(*asic_html.summary_card(built)))
+    elif built and built.get("fmax_mhz") is not None:
         met = built.get("timing_met")
         cards.append(_card("Build", [
             f"Fmax <b>{built['fmax_mhz']:g} MHz</b>, target {built['target_mhz']:g} MHz: "
@@ -260,6 +266,8 @@ def _timing(f: ReportFiles) -> str:
     if not built:
         return head + (f"<p>Not built: <code>qloom build {_e(f.out_dir.name)}</code> places "
                        f"and routes the design and measures its Fmax.</p></section>")
+    if built.get("target") == "asic":
+        return head + asic_html.timing_section(built) + "</section>"
     if built.get("fmax_mhz") is None:
         return head + ("<p>The build is a project for the vendor tools (not run here); no "
                        "timing was measured.</p></section>")

@@ -24,7 +24,7 @@ from .pdk import check_tools, get_pdk
 from .ports import ASIC_TOP, AsicTop, netlist_nets, read_ports, unused_inputs
 from .report_md import render_asic_md
 from .sta import fix_spef, run_sta
-from .stages import STAGES, run_stage, write_project
+from .stages import STAGES, run_stage, write_placement_options, write_project
 
 __all__ = ["build_asic_flow", "DEFAULT_FRAMES"]
 
@@ -78,7 +78,9 @@ def _layout(out: Path, project: Path, logs: Path, manifest: dict, pdk, density):
     last = ("i__payload", manifest["input"]["last_bit"])
     top = AsicTop(tuple(read_ports(rtl, manifest.get("top", "qloom_top"))), frozenset([last]))
     top, synth_seconds = _synthesize(project, rtl, top, pdk, density, logs)
-    seconds, facts = {"synthesize": round(synth_seconds, 2)}, {}
+    cells = sum(layout.cell_counts((project / f"{ASIC_TOP}.rtlnopwr.v").read_text()).values())
+    fast = write_placement_options(project, pdk.file(f"{pdk.name}.par"), cells)
+    seconds, facts = {"synthesize": round(synth_seconds, 2)}, {"placement_speedup": fast}
     for stage in STAGES[1:]:
         print(f"[qloom] {stage.name} ({pdk.name})", flush=True)
         result = run_stage(stage, project, pdk.name, logs)
@@ -148,6 +150,7 @@ def _report(out, project, netlist, pdk, clock, density, frames, seed, top, secon
                                f"{seed})", "cycles": activity.cycles,
                      "mean_toggles_per_net_per_cycle": round(activity.mean, 5)},
         "drc_errors": facts["drc_errors"], "failed_routes": facts["failed_routes"],
+        "placement_speedup": facts["placement_speedup"],
         "lvs_match": facts["lvs_match"],
         "gds": str(out / "build" / "qflow" / f"{ASIC_TOP}.gds"),
         "gds_cell_views": layout.gds_cell_views(
@@ -169,6 +172,7 @@ def build_asic_flow(out_dir, *, pdk: str = "osu018", clock_mhz: float | None = N
     (default: the compiled clock); ``density``: the placement's cell density (default:
     graywolf's own). Returns ``qloom.flows.build.BuildResult``."""
     from ..build import BuildResult, _area, _signals_unwind, read_design
+    from ..html_report import write_report_html
     _check_options(clock_mhz, density, frames)
     check_tools()
     kit = get_pdk(pdk)
@@ -197,6 +201,7 @@ def build_asic_flow(out_dir, *, pdk: str = "osu018", clock_mhz: float | None = N
             area.discard(tmp)
             raise
         area.install(tmp)
+    write_report_html(out, required=False)
     print(f"[qloom] {report['cells']:,} cells, core {report['area_um2']:,.0f} um2, Fmax "
           f"{report['fmax_mhz']:g} MHz, {report['power_mw']:.3f} mW at {clock:g} MHz = "
           f"{report['energy_nj_per_frame']:.4g} nJ/frame; DRC {report['drc_errors']}, LVS "

@@ -18,7 +18,8 @@ from ...errors import ToolError
 from .. import synth
 from .ports import ASIC_TOP
 
-__all__ = ["Stage", "STAGES", "run_stage", "write_project", "StageResult"]
+__all__ = ["Stage", "STAGES", "run_stage", "write_project", "write_placement_options",
+           "placement_speedup", "StageResult"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,28 @@ def write_project(folder: Path, source: str, density: float | None) -> None:
         # graywolf's placement is spread out by decongest to this cell density.
         lines.append(f"set initial_density = {density:g}")
     (folder / "project_vars.sh").write_text("\n".join(lines) + "\n")
+
+
+# graywolf (TimberWolfSC) tries about 25 * (cells / 500) ** (1/3) moves per cell in each
+# of its ~160 annealing steps; ``TWSC*fast : N`` divides that by N. TFC-w1a1's 21,576
+# cells took 5 CPU minutes per 14 steps at the default (about an hour in all), under 5
+# minutes in all at N = 10. One N per ~300 cells up to 10 keeps small designs near the
+# default and large ones within minutes.
+CELLS_PER_FAST_STEP = 300
+MAX_FAST = 10
+
+
+def placement_speedup(cells: int) -> int:
+    return max(1, min(MAX_FAST, cells // CELLS_PER_FAST_STEP))
+
+
+def write_placement_options(folder: Path, tech_par: Path, cells: int) -> int:
+    """graywolf's parameters (qflow copied the kit's ``.par`` at synthesis) with the
+    speed-up for ``cells`` cells; returns the factor."""
+    fast = placement_speedup(cells)
+    (folder / f"{ASIC_TOP}.par").write_text(tech_par.read_text()
+                                            + f"\nTWSC*fast : {fast}\n")
+    return fast
 
 
 def run_stage(stage: Stage, folder: Path, pdk: str, logs: Path) -> StageResult:
