@@ -494,7 +494,7 @@ def run(args) -> int:
     if args.target == "asic":
         from .asic.flow import build_asic_flow
         build_asic_flow(args.out, pdk=args.pdk, clock_mhz=args.clock, density=args.density,
-                        frames=args.frames, seed=args.seed or 0)
+                        frames=args.frames)
         return 0
     if args.target == "asic-generic":
         build_asic(args.out)

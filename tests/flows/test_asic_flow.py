@@ -101,3 +101,22 @@ def test_tfc_w1a1(tmp_path):
     report = build_asic_flow(out, frames=20).report
     check_report(out, report, 20)
     assert report["fmax_mhz"] >= 100
+
+
+@needs_tools
+def test_min_area_patch(tmp_path):
+    """A lone 4x4 piece of metal1 (area 16, the rule asks 20) is lengthened to the minimum
+    and then passes magic's DRC."""
+    import subprocess
+    from qloom.flows.asic.area_fix import patch_min_area
+    pdk = get_pdk("osu018")
+    shutil.copyfile(pdk.folder / "osu018.magicrc", tmp_path / ".magicrc")
+    make = tmp_path / "make.tcl"
+    make.write_text("box values 0 0 4 4\npaint metal1\nsave qloom_asic\nquit -noprompt\n")
+    subprocess.run(["magic", "-dnull", "-noconsole", "-rcfile", str(tmp_path / ".magicrc"),
+                    str(make)], cwd=tmp_path, check=True, capture_output=True)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    assert patch_min_area(tmp_path, pdk.lef_path, logs) == 1
+    assert "qloom_patch metal1 0 0 4 4 -> 0 0 5 4" in (logs / "area_fix.log").read_text()
+    assert patch_min_area(tmp_path, pdk.lef_path, logs) == 0     # clean now

@@ -172,3 +172,15 @@ def test_option_errors(tmp_path, options, message):
         return
     with pytest.raises(QloomError, match=re.escape(message)):
         build_asic_flow(tmp_path, **options)
+
+
+def test_placement_options(tmp_path):
+    par = tmp_path / "kit.par"
+    par.write_text("TWSC*do.global.route  : on\n")
+    assert stages.write_placement_options(tmp_path, par, 1268) == 4
+    text = (tmp_path / "qloom_asic.par").read_text()
+    assert text.endswith("TWSC*fast : 4\n") and "gr_placement_improve" not in text
+    assert stages.write_placement_options(tmp_path, par, 21576) == 10
+    assert (tmp_path / "qloom_asic.par").read_text().endswith(
+        "TWSC*fast : 10\nTWSC*gr_placement_improve : off\n")
+    assert stages.placement_speedup(100) == 1

@@ -19,6 +19,7 @@ from pathlib import Path
 from ...errors import QloomError, ToolError
 from .. import outdir
 from . import layout
+from .area_fix import patch_min_area
 from .gate_sim import gate_level_sim
 from .pdk import check_tools, get_pdk
 from .ports import ASIC_TOP, AsicTop, netlist_nets, read_ports, unused_inputs
@@ -86,6 +87,8 @@ def _layout(out: Path, project: Path, logs: Path, manifest: dict, pdk, density):
         result = run_stage(stage, project, pdk.name, logs)
         seconds[stage.name] = round(result.seconds, 2)
         facts.update(result.facts)
+        if stage.name == "migrate":
+            facts["min_area_patches"] = patch_min_area(project, pdk.lef_path, logs)
     return top, seconds, facts
 
 
@@ -151,6 +154,7 @@ def _report(out, project, netlist, pdk, clock, density, frames, seed, top, secon
                      "mean_toggles_per_net_per_cycle": round(activity.mean, 5)},
         "drc_errors": facts["drc_errors"], "failed_routes": facts["failed_routes"],
         "placement_speedup": facts["placement_speedup"],
+        "min_area_patches": facts["min_area_patches"],
         "lvs_match": facts["lvs_match"],
         "gds": str(out / "build" / "qflow" / f"{ASIC_TOP}.gds"),
         "gds_cell_views": layout.gds_cell_views(

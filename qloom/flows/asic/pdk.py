@@ -48,6 +48,10 @@ class Pdk:
         return self.file(self.liberty)
 
     @property
+    def lef_path(self) -> Path:
+        return self.file(f"{self.name}_stdcells.lef")
+
+    @property
     def verilog_path(self) -> Path:
         return self.file(self.verilog)
 

@@ -29,8 +29,9 @@ def render_asic_md(r: dict) -> str:
         f"- switching activity: {r['activity']['source']}, {r['activity']['cycles']:,} "
         f"cycles, {r['activity']['mean_toggles_per_net_per_cycle']:.4f} toggles per net "
         f"per cycle on average",
-        f"- routing: {r['failed_routes']} failed nets; DRC (magic): {r['drc_errors']} "
-        f"errors; LVS (netgen): {'match' if r['lvs_match'] else 'MISMATCH'}",
+        f"- routing: {r['failed_routes']} failed nets, {r['min_area_patches']} "
+        f"minimum-area patches; DRC (magic): {r['drc_errors']} errors; LVS (netgen): "
+        f"{'match' if r['lvs_match'] else 'MISMATCH'}",
         f"- gate-level simulation of the routed netlist ({g['simulator']}, cell models): "
         f"{g['frames']} frames, {g['mismatches']} mismatching; latency "
         f"{g['latency_cycles']} cycles, II {g['ii_cycles'] if g['ii_cycles'] is None else round(g['ii_cycles'], 1)}",

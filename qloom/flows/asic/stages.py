@@ -112,6 +112,10 @@ def write_project(folder: Path, source: str, density: float | None) -> None:
 # default and large ones within minutes.
 CELLS_PER_FAST_STEP = 300
 MAX_FAST = 10
+# Then graywolf's global routing (25 tries per net in each of 8 rounds; TFC-w1a1: about
+# 4 minutes a round) takes longer than the annealing: over this many cells it runs the 4
+# rounds it runs when told not to move cells meanwhile (``gr_placement_improve off``).
+QUICK_GLOBAL_ROUTE_CELLS = 5000
 
 
 def placement_speedup(cells: int) -> int:
@@ -122,8 +126,10 @@ def write_placement_options(folder: Path, tech_par: Path, cells: int) -> int:
     """graywolf's parameters (qflow copied the kit's ``.par`` at synthesis) with the
     speed-up for ``cells`` cells; returns the factor."""
     fast = placement_speedup(cells)
-    (folder / f"{ASIC_TOP}.par").write_text(tech_par.read_text()
-                                            + f"\nTWSC*fast : {fast}\n")
+    extra = f"\nTWSC*fast : {fast}\n"
+    if cells > QUICK_GLOBAL_ROUTE_CELLS:
+        extra += "TWSC*gr_placement_improve : off\n"
+    (folder / f"{ASIC_TOP}.par").write_text(tech_par.read_text() + extra)
     return fast
 
 
