@@ -12,12 +12,9 @@ tool failed goes to ``OUT/build-failed`` with its logs).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import re
-import signal
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from ..hw.uart import divisor_for
 from . import outdir, synth
 from .html_report import write_report_html
 from .pnr_seeds import clock_fmax, place_and_route, seed_list
+from .unwind import Terminated, signals_unwind as _signals_unwind  # noqa: F401
 
 __all__ = ["BuildResult", "read_design", "fit_check", "build_board", "build_asic",
            "add_parser", "run"]
@@ -208,30 +206,6 @@ def _area(out: Path, name: str) -> outdir.Area:
     killed run's staging folders."""
     return outdir.Area.at(out / name, f"OUT/{name}", outdir.is_subfolder,
                           hint="move it away and build again").prepare()
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived: unwound like Ctrl-C, so that staging folders are removed
-    and the running tool (``subprocess.run`` kills its child on any exception) ends too."""
-
-
-@contextlib.contextmanager
-def _signals_unwind():
-    """Turn SIGTERM and SIGHUP into ``Terminated`` for the duration of a build; Python's
-    default would end qloom at once and leave Yosys or nextpnr running alone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, frame):
-        raise Terminated(f"signal {signal.Signals(signum).name}")
-
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 @dataclass

@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import QloomError, ToolError
+from ...manifest import read_manifest
 from .. import outdir
+from ..unwind import signals_unwind
 from . import layout
 from .area_fix import patch_min_area
 from .gate_sim import gate_level_sim
@@ -27,9 +30,22 @@ from .report_md import render_asic_md
 from .sta import fix_spef, run_sta
 from .stages import STAGES, run_stage, write_placement_options, write_project
 
-__all__ = ["build_asic_flow", "DEFAULT_FRAMES"]
+__all__ = ["build_asic_flow", "AsicBuild", "DEFAULT_FRAMES"]
 
 DEFAULT_FRAMES = 20
+
+
+@dataclass(frozen=True)
+class AsicBuild:
+    build_dir: Path
+    report: dict
+
+
+def _area(out: Path, name: str) -> outdir.Area:
+    """``OUT/NAME``, checked and cleaned of a killed run's staging folders (as the board
+    build does)."""
+    return outdir.Area.at(out / name, f"OUT/{name}", outdir.is_subfolder,
+                          hint="move it away and build again").prepare()
 
 
 def _check_options(clock_mhz, density, frames):
@@ -174,14 +190,13 @@ def build_asic_flow(out_dir, *, pdk: str = "osu018", clock_mhz: float | None = N
     """Run the flow for OUT's design (``network``: the loaded Network when OUT keeps no
     model file). ``clock_mhz``: the clock timing is checked at and power computed for
     (default: the compiled clock); ``density``: the placement's cell density (default:
-    graywolf's own). Returns ``qloom.flows.build.BuildResult``."""
-    from ..build import BuildResult, _area, _signals_unwind, read_design
+    graywolf's own)."""
     from ..html_report import write_report_html
     _check_options(clock_mhz, density, frames)
     check_tools()
     kit = get_pdk(pdk)
     out = Path(out_dir)
-    manifest, _ = read_design(out)
+    manifest = read_manifest(out, ports=True)
     _check_design(manifest, out)
     if network is None and not manifest.get("model_file"):
         raise QloomError(f"{out} keeps no model file: pass the Network (network=...) for "
@@ -192,7 +207,7 @@ def build_asic_flow(out_dir, *, pdk: str = "osu018", clock_mhz: float | None = N
     clock = float(clock_mhz or manifest.get("clock_mhz") or 100.0)
     area, failed = _area(out, "build"), _area(out, "build-failed")
     print(f"[qloom] ASIC flow: {kit.title}, clock {clock:g} MHz", flush=True)
-    with _signals_unwind():
+    with signals_unwind():
         tmp = area.staging()
         try:
             report = _run(out, tmp, manifest, kit, clock, density, frames, seed, network)
@@ -211,4 +226,4 @@ def build_asic_flow(out_dir, *, pdk: str = "osu018", clock_mhz: float | None = N
           f"{report['energy_nj_per_frame']:.4g} nJ/frame; DRC {report['drc_errors']}, LVS "
           f"{'match' if report['lvs_match'] else 'MISMATCH'}, gate-level "
           f"{report['gate_level_sim']['frames']} frames exact; GDS {report['gds']}")
-    return BuildResult(out / "build", report, None)
+    return AsicBuild(out / "build", report)
