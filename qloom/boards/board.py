@@ -74,8 +74,10 @@ class Board:
     ``budget`` is the device's capacity; ``clock_mhz`` the default accelerator clock that the
     board top's PLL makes from the ``oscillator_mhz`` input; ``programmer`` is the command
     line that loads a bitstream (``{bitstream}`` is replaced by its path);
-    ``uart_note`` says where the host link's serial port is; ``sdram`` is the external
-    SDRAM the board carries (its geometry and timing), None when it has none.
+    ``uart_note`` says where the host link's serial port is; ``sprams`` is how many
+    single-port RAMs the device has besides its block RAMs (the iCE40UP5K's 256 Kbit
+    SPRAMs); ``sdram`` is the external SDRAM the board carries (its geometry and timing),
+    None when it has none.
     """
 
     name: str
@@ -91,12 +93,17 @@ class Board:
     bitstream_ext: str
     uart_note: str
     max_baud: int = 115200
+    sprams: int = 0
     sdram: SdramChip | None = None
 
     def __post_init__(self):
         if self.clock_mhz <= 0 or self.oscillator_mhz <= 0:
             raise ValueError(f"Board {self.name!r} clocks must be positive, not "
                              f"{self.oscillator_mhz!r} / {self.clock_mhz!r}")
+        if not isinstance(self.sprams, int) or isinstance(self.sprams, bool) \
+                or self.sprams < 0:
+            raise TypeError(f"Board {self.name!r} SPRAM count must be a non-negative "
+                            f"integer, not {self.sprams!r}")
         if self.sdram is not None and not isinstance(self.sdram, SdramChip):
             raise TypeError(f"Board {self.name!r} SDRAM must be an SdramChip or None, not "
                             f"{self.sdram!r}")

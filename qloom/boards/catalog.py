@@ -11,6 +11,7 @@ from amaranth_boards.ulx3s import ULX3S_25F_Platform, ULX3S_85F_Platform
 
 from ..errors import QloomError
 from ..hw.sdram.chip import ULX3S_SDRAM
+from ..hw.spram import UP5K_SPRAMS
 from .board import Board, Family, Resources
 
 __all__ = ["BOARDS", "get_board"]
@@ -34,7 +35,8 @@ BOARDS: dict[str, Board] = {b.name: b for b in [
           package="SG48", budget=Resources(lut=5280, ff=5280, dsp=8, bram=30),
           oscillator_mhz=12.0, clock_mhz=50.25,
           programmer="iceprog {bitstream}", bitstream_ext="bin",
-          uart_note="FTDI channel B (usually /dev/ttyUSB1)", max_baud=1_000_000),
+          uart_note="FTDI channel B (usually /dev/ttyUSB1)", max_baud=1_000_000,
+          sprams=UP5K_SPRAMS),
     Board(name="ulx3s-85f", title="Radiona ULX3S (LFE5U-85F)",
           platform=ULX3S_85F_Platform, family=Family.ECP5, device="LFE5U-85F",
           package="BG381", budget=_ECP5_85F, oscillator_mhz=25.0, clock_mhz=150.0,

@@ -84,8 +84,7 @@ def step_target(state, cfg):
         family = Family.of(state.board.family.value)
         if dsp_budget is None:
             dsp_budget = state.board.budget.dsp
-    from ..hw.spram import UP5K_SPRAMS
-    sprams = UP5K_SPRAMS if state.board is not None and state.board.device == "iCE40UP5K" else 0
+    sprams = state.board.sprams if state.board is not None else 0
     state.options = BuildOptions(family=family, dsp_budget=dsp_budget, pipeline=cfg.pipeline,
                                  sprams=sprams)
     return state
