@@ -272,6 +272,12 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
     candidates = sorted({e.cycles(f) for e in engines for f in e.folds()})
     best = None
     lo, hi = 0, len(candidates) - 1
+    # The most folded plan first: when even it does not fit, nothing does (and the search
+    # would only build every plan in between to say so).
+    slowest = spare_block_ram(engines, plan_for_cycles(engines, math.inf, options, how="auto"),
+                              budget, fits, options, extra)
+    if not (fits(slowest.total + extra(slowest)) and (accept is None or accept(slowest))):
+        lo = hi + 1
     # Resources grow as the cycle target shrinks; bisect over the sorted targets.
     while lo <= hi:
         mid = (lo + hi) // 2

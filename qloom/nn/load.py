@@ -32,8 +32,9 @@ from ..errors import InternalError, QloomError, UnsupportedModelError, raise_int
 from .dtypes import DataType
 from .ir import Network
 from .names import SourceNames, tag
-from .passes import channels_last
 from .passes.gemm_to_matmul import GemmToMatMul
+from .passes.infer_shapes import InferShapes
+from .passes.readable_names import GiveReadableTensorNames
 from .passes.layer_builders import FixedPointInputWarning
 from .passes.lower_to_network import LoweringState, from_runtime
 from .passes.thresholds_to_requant import ThresholdsToRequant
@@ -154,6 +155,28 @@ def _fix_input_shapes(proto: onnx.ModelProto):
                 f"static shapes (only the batch dimension may be symbolic)", inp.name)
 
 
+def _cleanup(wrapper):
+    """qonnx's ``cleanup_model`` (its passes, in its order, with its result) with qloom's
+    ``InferShapes``, which infers the shapes of qonnx's channels-last ops without building
+    constants of their whole output (``passes/infer_shapes.py``), and a one-sweep
+    ``GiveReadableTensorNames`` (``passes/readable_names.py``): shapes are inferred once."""
+    from qonnx.transformation.fold_constants import FoldConstants
+    from qonnx.transformation.general import (GiveUniqueNodeNames, GiveUniqueParameterTensors,
+                                              RemoveStaticGraphInputs, RemoveUnusedTensors)
+    from qonnx.transformation.quant_constant_folding import FoldTransposeIntoQuantInit
+
+    for node in wrapper.graph.node:     # as cleanup_model: qonnx's quantizers' domain
+        if node.op_type in ("Quant", "Trunc", "BipolarQuant"):
+            node.domain = "qonnx.custom_op.general"
+    for t in (InferShapes(), GiveUniqueParameterTensors(),
+              FoldConstants(exclude_op_types=["Quant", "BipolarQuant", "QuantizeLinear",
+                                              "DequantizeLinear"]),
+              FoldTransposeIntoQuantInit(), RemoveUnusedTensors(), RemoveStaticGraphInputs(),
+              GiveUniqueNodeNames(), GiveReadableTensorNames()):
+        wrapper = wrapper.transform(t)
+    return wrapper
+
+
 def prepare(model, names: SourceNames | None = None):
     """Read and clean a QONNX model: qonnx cleanup, shape inference, Gemm -> MatMul.
 
@@ -161,8 +184,6 @@ def prepare(model, names: SourceNames | None = None):
     ``names`` (when given) receives the map from cleaned names to the file's.
     """
     from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.infer_shapes import InferShapes
-    from qonnx.util.cleanup import cleanup_model
 
     proto = onnx.ModelProto()
     proto.CopyFrom(_read(model))
@@ -172,16 +193,11 @@ def prepare(model, names: SourceNames | None = None):
         tag(proto)
     with _quiet_qonnx():
         try:
-            wrapper = cleanup_model(ModelWrapper(proto))
-            wrapper = wrapper.transform(InferShapes())
-            wrapper = wrapper.transform(GemmToMatMul())
-            wrapper = wrapper.transform(InferShapes())
+            wrapper = _cleanup(ModelWrapper(proto))
+            wrapper = wrapper.transform(GemmToMatMul())     # shapes its new tensors
         except QloomError:
             raise
         except Exception as e:
-            unknown = channels_last.unknown_input_shape(proto.graph)
-            if unknown is not None:
-                raise unknown from e
             raise UnsupportedModelError(
                 f"qonnx could not clean up or infer shapes ({type(e).__name__}: {e}); the "
                 f"model may use an op qonnx does not know") from e

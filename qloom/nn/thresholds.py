@@ -96,7 +96,8 @@ class FloatFunction:
 
     def _model(self, shape: tuple):
         from qonnx.core.modelwrapper import ModelWrapper
-        from qonnx.transformation.infer_shapes import InferShapes
+
+        from .passes.infer_shapes import InferShapes
         if shape not in self._models:
             used = {t for node in self._nodes for t in node.input}
             inits = [onnx.numpy_helper.from_array(np.asarray(v), k)
@@ -156,6 +157,19 @@ def _bisect(code_fn, lo, hi, targets, increasing):
     return left
 
 
+def _from_table(table, lo, hi, targets, increasing):
+    """What ``_bisect`` finds, read from the codes of every accumulator value (``table``,
+    row r holding ``min(lo + r, hi)``): per channel, the first value reaching each target
+    (``hi + 1``: never). Assumes monotone codes; the caller checks that."""
+    out = np.empty(targets.shape, dtype=np.int64)
+    for c in range(lo.size):
+        rows = int(hi[c] - lo[c]) + 1
+        codes = table[:rows, c] if increasing[c] else -table[:rows, c]
+        want = targets[c] if increasing[c] else -targets[c]
+        out[c] = lo[c] + np.searchsorted(np.maximum.accumulate(codes), want, side="left")
+    return out
+
+
 def _check_points(lo, hi, thresholds, rng, exhaustive_limit):
     """Accumulator values at which the thresholds are verified, ``[B, C]``."""
     span = int((hi - lo).max()) + 1
@@ -179,16 +193,28 @@ def derive_thresholds(code_fn: Callable[[np.ndarray], np.ndarray], lo, hi,
     hi = np.asarray(hi, dtype=np.int64)
     code_min, code_max = out_type.encode(out_type.min), out_type.encode(out_type.max)
     k = int(code_max - code_min)
-    ends = code_fn(np.stack([lo, hi]))
+    span = int((hi - lo).max()) + 1
+    exhaustive = span * lo.size <= exhaustive_limit
+    if exhaustive:      # one evaluation of every accumulator value serves all below
+        pts = np.minimum(lo[None, :] + np.arange(span)[:, None], hi[None, :])
+        table = code_fn(pts)
+        ends = np.stack([table[0], table[hi - lo, np.arange(lo.size)]])
+    else:
+        ends = code_fn(np.stack([lo, hi]))
     increasing = ends[1] >= ends[0]
     bias = np.where(increasing, code_min, code_max).astype(np.int64)
     sign = np.where(increasing, 1, -1).astype(np.int64)
     targets = bias[:, None] + sign[:, None] * np.arange(1, k + 1)[None, :]
-    thresholds = _bisect(code_fn, lo, hi, targets, increasing)
+    if exhaustive:
+        thresholds = _from_table(table, lo, hi, targets, increasing)
+    else:
+        thresholds = _bisect(code_fn, lo, hi, targets, increasing)
     in_type = smallest_type(min(lo.min(), thresholds.min()), max(hi.max(), thresholds.max()))
     result = ThresholdSet(thresholds.astype(np.int64), bias, sign, in_type)
-    pts = _check_points(lo, hi, thresholds, np.random.default_rng(seed), exhaustive_limit)
-    bad = np.argwhere(code_fn(pts) != result.codes(pts))
+    if not exhaustive:
+        pts = _check_points(lo, hi, thresholds, np.random.default_rng(seed), exhaustive_limit)
+        table = code_fn(pts)
+    bad = np.argwhere(table != result.codes(pts))
     if bad.size:
         row, ch = bad[0]
         raise NotMonotoneError(

@@ -104,15 +104,37 @@ def test_pool_before_the_quantizer_and_asymmetric_padding():
     assert report.ok and report.tie_frames == 0, report.summary()
 
 
-def test_unknown_input_shapes_of_channels_last_ops_are_named():
-    """qonnx infers a channels-last op's output shape from its inputs' shapes, so a model
-    that leaves them out cannot be read; the error says which."""
+def test_channels_last_ops_need_no_shapes_in_the_file():
+    """qonnx infers a channels-last op's output shape from its inputs' shapes, given
+    beforehand; qloom's shape inference (``passes/infer_shapes.py``) needs none where the
+    op's kernel or an earlier channels-last op tells the rank: the model without its
+    value_info loads to the same network."""
     g = GraphBuilder()
-    x = g.quant(g.input([1, 6, 6, 2]), 0.25, 4, signed=False)
-    with pytest.raises(UnsupportedModelError, match=r"Conv\d+': qonnx infers the shape of "
-                       r"a channels-last Conv from the shapes of its inputs, and the model "
-                       r"gives none for 'quant_\d+'"):
-        load(_cl_model(g, g.quant(_cl_conv(g, x, 2, 2), 0.5, 4)))
+    x = g.quant(g.input([1, 2, 7, 7]), 0.25, 4, signed=False)
+    x = g.quant(g.node("Relu", [_batchnorm(g, conv(g, x, 2, 4, pads=[1] * 4), 4)]), 0.5, 4)
+    model = _to_channels_last(g.model(g.quant(conv(g, x, 4, 3, k=1, seed=1), 0.5, 4)))
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    del bare.graph.value_info[:]
+    net, net_bare = load(model), load(bare)
+    x = frames(net.input_shape, 50)
+    np.testing.assert_array_equal(net.execute(x), net_bare.execute(x))
+    report = compare_with_qonnx(model, net_bare, x)
+    assert report.ok and report.tie_frames == 0, report.summary()
+
+
+def test_unknown_input_shapes_of_channels_last_ops_are_named():
+    """A channels-last BatchNormalization (no kernel to tell its rank) of a tensor whose
+    shape nothing gives."""
+    g = GraphBuilder()
+    x = g.node("Relu", [g.quant(g.input([1, 6, 6, 2]), 0.25, 4, signed=False)])
+    x = g.nodes[-1].output[0]
+    bn = _batchnorm(g, x, 2)
+    g.nodes[-1].domain = DOMAIN
+    with pytest.raises(UnsupportedModelError, match=r"BatchNormalization\d+': the rank of "
+                       r"this channels-last BatchNormalization's input 'relu_\d+' is "
+                       r"unknown: the model gives no shape for it"):
+        load(_cl_model(g, g.quant(bn, 0.5, 4)))
 
 
 def test_channels_last_conv_of_an_nchw_tensor_is_refused():

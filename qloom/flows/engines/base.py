@@ -98,11 +98,17 @@ class Engine(abc.ABC):
 
     def resources(self, fold: Fold, options: BuildOptions, dsps: int = 0) -> Resources:
         """Estimated resources; ``dsps`` multipliers of this engine go on DSP blocks: its
-        templates' features, calibrated for the family."""
-        total = Resources()
-        for _, features in self.features(fold, options, dsps):
-            total += calibrated(features, options.family)
-        return total
+        templates' features, calibrated for the family. Remembered per (fold, options,
+        dsps): the planner asks again and again while it searches (each answer builds the
+        engine's templates), and the answer depends on nothing else."""
+        cache = self.__dict__.setdefault("_resources", {})
+        key = (fold, options, dsps)
+        if key not in cache:
+            total = Resources()
+            for _, features in self.features(fold, options, dsps):
+                total += calibrated(features, options.family)
+            cache[key] = total
+        return cache[key]
 
     def _asked(self, lanes: int):
         """The engine's template for ``lanes`` lanes (its ``unit``), built only to answer

@@ -17,7 +17,7 @@ from ...errors import UnsupportedModelError
 from .values import NCHW, NHWC, Layout
 
 __all__ = ["DOMAIN", "is_channels_last", "domain_ops", "image_layout_of", "weights_oihw",
-           "check_node", "check_required_attributes", "unknown_input_shape"]
+           "check_node", "check_required_attributes"]
 
 DOMAIN = "qonnx.custom_op.channels_last"
 
@@ -77,22 +77,3 @@ def check_node(node, rank: int) -> None:
                 f"qonnx's channels-last ops read explicit pads only; write pads instead",
                 node.name)
 
-
-def unknown_input_shape(graph) -> UnsupportedModelError | None:
-    """Why qonnx's shape inference fails on a model whose channels-last op reads a tensor
-    of no known shape (qonnx infers these ops' output shapes from their inputs' shapes,
-    all at once, before ONNX's inference runs), or None."""
-    known = {i.name for i in graph.initializer}
-    known |= {v.name for v in list(graph.input) + list(graph.value_info) + list(graph.output)
-              if v.type.tensor_type.HasField("shape")}
-    for node in graph.node:
-        if not is_channels_last(node):
-            continue
-        for t in node.input:
-            if t and t not in known:
-                return UnsupportedModelError(
-                    f"qonnx infers the shape of a channels-last {node.op_type} from the "
-                    f"shapes of its inputs, and the model gives none for '{t}' (qonnx's "
-                    f"ConvertToChannelsLastAndClean writes them; run qonnx's InferShapes "
-                    f"before converting)", node.name)
-    return None

@@ -17,6 +17,19 @@ from .attrs import node_attr
 __all__ = ["GemmToMatMul"]
 
 
+def _shape_new_tensors(model, nodes, b: str, out: str) -> None:
+    """Shapes for the tensors the rewrite adds, where the Gemm's are known (so that no
+    second shape inference is needed): B transposed, and the output's for the others."""
+    b_shape, out_shape = model.get_tensor_shape(b), model.get_tensor_shape(out)
+    for n in nodes:
+        tensor = n.output[0]
+        if tensor == out:
+            continue
+        shape = b_shape[::-1] if n.op_type == "Transpose" else out_shape
+        if shape is not None:
+            model.set_tensor_shape(tensor, list(shape))
+
+
 def _new_name(model, base: str) -> str:
     """A tensor name for ``base`` that the graph does not use yet. Named after the Gemm,
     not qonnx's ``make_new_valueinfo_name`` (random letters): the same model must compile
@@ -69,6 +82,7 @@ class GemmToMatMul(Transformation):
                     c = _new_name(model, f"{node.name}_beta_c")
                     model.set_initializer(c, (np.float32(beta) * c_const).astype(np.float32))
                 new.append(helper.make_node("Add", [y, c], [out], name=f"{node.name}_bias"))
+            _shape_new_tensors(model, new, node.input[1], out)
             graph.node.remove(node)
             for offset, n in enumerate(new):
                 n.doc_string = node.doc_string     # the Gemm's name in the user's file

@@ -315,7 +315,9 @@ LOWERINGS = {
        for op in ("MatMul", "Conv")},
     **{op: Lowering(LoweringState._elementwise, "float elementwise ops between a layer and "
                                                 "the next quantizer (scales, biases, "
-                                                "BatchNorm, ReLU)")
+                                                "BatchNorm, activations): thresholds, or a "
+                                                "lookup table over a narrow input where "
+                                                "not monotone")
        for op in ELEMENTWISE if op != "Add"},
     "Add": Lowering(LoweringState._add, "residual Add (scales equal or an integer factor "
                                         "apart), or a float bias"),

@@ -58,15 +58,15 @@ def _fit(layer: MultiThreshold, lo, hi, shift: int, rounding: Rounding):
     levels = np.arange(code_lo + 1, code_lo + layer.num_thresholds + 1, dtype=np.int64)
     bounds = _boundaries(levels, shift, rounding)
     want = np.clip(layer.thresholds, lo[:, None], hi[:, None] + 1)
-    offsets = np.empty(layer.channels, dtype=np.int64)
-    for c in range(layer.channels):
-        inside = np.flatnonzero((layer.thresholds[c] > lo[c]) & (layer.thresholds[c] <= hi[c]))
-        if inside.size:
-            k = inside[0]
-            offsets[c] = bounds[k] - layer.thresholds[c, k]
-        else:   # constant on the range: n levels always on, the rest never
-            n = int(np.sum(layer.thresholds[c] <= lo[c]))
-            offsets[c] = bounds[n - 1] - lo[c] if n else bounds[0] - (hi[c] + 1)
+    t = layer.thresholds
+    # per channel: the first threshold inside (lo, hi] fixes the offset; without one the
+    # layer is constant on the range, n levels always on and the rest never
+    inside = (t > lo[:, None]) & (t <= hi[:, None])
+    first = inside.argmax(axis=1)
+    n = (t <= lo[:, None]).sum(axis=1)
+    constant = np.where(n > 0, bounds[np.maximum(n - 1, 0)] - lo, bounds[0] - (hi + 1))
+    offsets = np.where(inside.any(axis=1),
+                       bounds[first] - t[np.arange(layer.channels), first], constant)
     got = np.clip(bounds[None, :] - offsets[:, None], lo[:, None], hi[:, None] + 1)
     return offsets if np.array_equal(got, want) else None
 
