@@ -73,6 +73,16 @@ def _add_load_options(p):
                         "UINT8, UINT1 (default INT16)")
     p.add_argument("--input-scale", type=float, metavar="S",
                    help="scale of that input: float = integer * S (default 2**-10)")
+    p.add_argument("--precision", metavar="TYPE",
+                   help="load a float model at this fixed-point precision, like hls4ml's "
+                        "ap_fixed: 'fixed<16,6>' (W bits, I integer bits with the sign), "
+                        "'ufixed<W,I>', 'int<W>', 'uint<W>'")
+    p.add_argument("--precision-file", metavar="FILE",
+                   help="TOML or JSON per-layer precisions (layer name -> weight, bias, "
+                        "result, accumulator) and the model's default, rounding, overflow")
+    p.add_argument("--rounding", choices=("truncate", "round", "round_half_up"),
+                   help="rounding of a float model's quantizers (default round: to "
+                        "nearest, ties to even; truncate is hls4ml's AP_TRN)")
 
 
 def load_options(args) -> dict:
@@ -85,10 +95,18 @@ def load_options(args) -> dict:
     return options
 
 
+def precision_options(args) -> dict:
+    """``--precision``/``--precision-file``/``--rounding`` as ``load`` options."""
+    return {k: v for k, v in (("precision", getattr(args, "precision", None)),
+                              ("precision_file", getattr(args, "precision_file", None)),
+                              ("rounding", getattr(args, "rounding", None)))
+            if v is not None}
+
+
 def _run_inspect(args) -> int:
     from ..nn.load import load
     from ..nn.summary import render_table, summarize
-    summary = summarize(load(args.model, **load_options(args)))
+    summary = summarize(load(args.model, **load_options(args), **precision_options(args)))
     print(json.dumps(summary, indent=2) if args.json else render_table(summary))
     return 0
 
@@ -121,23 +139,38 @@ def _add_compile(sub):
                         "auto: refused when it does not fit --board")
     p.add_argument("--no-pipeline", action="store_true",
                    help="fewer register stages: smaller, lower Fmax")
+    p.add_argument("--calibration-inputs", metavar="X.npy",
+                   help="with --precision: the inputs on which the precision's cost (max abs "
+                        "error, argmax agreement against the float model) is measured "
+                        "(default 300 frames from N(0,1))")
     _add_load_options(p)
     p.set_defaults(func=_run_compile)
 
 
 def _run_compile(args) -> int:
+    from ..nn.quantize import precision_config
     from .compile import compile_model
+    precision = precision_config(**precision_options(args))
+    if args.calibration_inputs and precision is None:
+        raise QloomError("--calibration-inputs measures a precision: give --precision or "
+                         "--precision-file too")
     design = compile_model(
         args.model, args.out, board=args.board, clock_mhz=args.clock,
         target_fps=args.target_fps, fold=args.fold, dsp_budget=args.dsp_budget,
         pipeline=not args.no_pipeline, latency=args.latency,
-        load_options=load_options(args),
+        load_options=load_options(args), precision=precision,
+        calibration_inputs=args.calibration_inputs,
         progress=lambda msg: print(f"qloom compile: {msg}", file=sys.stderr))
     r = design.report
     print(f"wrote {design.out_dir}: {len(r['layers'])} engines, bottleneck "
           f"{r['bottleneck']} at {r['ideal_ii_cycles']:,} cycles/frame, "
           f"{r['fps_at_clock']:,.0f} frames/s at {r['clock_mhz']:g} MHz; estimated "
           + ", ".join(f"{k.upper()} {v:,}" for k, v in r["resources"].items()))
+    cost = (r.get("precision") or {}).get("cost")
+    if cost:
+        print(f"precision {r['precision']['precision']}: argmax agrees with the float model "
+              f"on {100 * cost['argmax_agreement']:.1f}% of {cost['frames']} frames, max abs "
+              f"error {cost['max_abs_error']:.3g}")
     if r["board"] and not r["board"]["fits"]:
         print(f"warning: the estimate does not fit {r['board']['name']} (over in "
               f"{', '.join(r['board']['over'])}); try --fold auto", file=sys.stderr)

@@ -44,6 +44,8 @@ class CompileConfig:
     pipeline: bool = True
     dsp_budget: int | None = None        # None: the board's DSP count, else unlimited
     latency: bool = False                # every layer at its fastest: dense layers unrolled
+    precision: object = None             # a PrecisionConfig: the model is float (nn.quantize)
+    calibration_inputs: object = None    # .npy path or array for the precision's cost
 
 
 @dataclass
@@ -58,6 +60,8 @@ class CompileState:
     plan: Plan = None
     top: object = None
     verilog: str = None
+    quantized: object = None             # the QONNX model of a float model at a precision
+    precision_cost: object = None
     timings: dict = field(default_factory=dict)
 
 
@@ -67,7 +71,22 @@ def step_load(state, cfg):
         state.network = state.model      # an integer network built in Python: no ONNX file
     else:
         from ..nn.load import load
-        state.network = load(state.model, **cfg.load_options)
+        source = state.model
+        if cfg.precision is not None:
+            from ..nn.quantize import quantize_float
+            state.quantized = source = quantize_float(state.model, cfg.precision)
+        state.network = load(source, **cfg.load_options)
+    return state
+
+
+def step_precision(state, cfg):
+    """A float model at a precision: its cost against the float model (``precision_cost``)."""
+    if state.quantized is None:
+        return state
+    from ..nn.quantize import float_reference
+    from .precision_cost import calibration_inputs, measure
+    x, what = calibration_inputs(cfg.calibration_inputs, state.network.input_shape)
+    state.precision_cost = measure(float_reference(state.model), state.network, x, what)
     return state
 
 
@@ -236,7 +255,7 @@ def step_emit(state, cfg):
     return state
 
 
-STEPS = [("load", step_load), ("map", step_map), ("target", step_target),
+STEPS = [("load", step_load), ("precision", step_precision), ("map", step_map), ("target", step_target),
          ("fold", step_fold), ("build", step_build), ("emit", step_emit)]
 
 
@@ -336,9 +355,18 @@ def _documents(state, cfg, model_file):
             "host_link": link.as_dict(), "fits": state.board.fits(total + link),
             "over": state.board.over(total + link),
             "logic_cells": state.board.logic_cells(total + link)},
+        "precision": _precision_report(state, cfg),
         "step_seconds": {k: round(v, 3) for k, v in state.timings.items()},
     }
     return manifest, report
+
+
+def _precision_report(state, cfg) -> dict | None:
+    """The precision a float model was compiled at, and what it costs."""
+    if cfg.precision is None:
+        return None
+    return {**cfg.precision.describe(), "quantized_model": "quantized.onnx",
+            "cost": state.precision_cost.as_dict() if state.precision_cost else None}
 
 
 def _json_options(options: dict) -> dict:
@@ -435,6 +463,11 @@ def _write(state, cfg, area: outdir.Area):
         for name, text in models.items():
             (staging / "rtl" / "sim" / name).write_text(text)
         model_file = _save_model(state.model, staging)
+        if state.quantized is not None:
+            # what the hardware computes: reloaded by simulate/run without the precision
+            import onnx
+            onnx.save(state.quantized, str(staging / "quantized.onnx"))
+            model_file = "quantized.onnx"
         manifest, report = _documents(state, cfg, model_file)
         image = state.top.flash_image()
         if image:

@@ -64,8 +64,27 @@ def render_report_md(report: dict) -> str:
         out.append(f"- weights in SPRAM (loaded from the SPI flash at start-up): "
                    f"{report['spram']} SPRAMs ("
                    + ", ".join(f"{name} {n}" for name, n in spram.items()) + ")")
+    out += _precision_lines(report.get("precision"))
     out += ["", "## Engines (estimates)", "",
             layer_table(report["layers"], board["budget"] if board else None),
             "## Compile steps", "",
             ", ".join(f"{k} {v:.2f} s" for k, v in report["step_seconds"].items()), ""]
     return "\n".join(out)
+
+
+def _precision_lines(precision: dict | None) -> list:
+    """A float model compiled at a fixed-point precision: which, and what it costs."""
+    if not precision:
+        return []
+    lines = [f"- precision: {precision['precision']} (input {precision['input']}; rounding "
+             f"{precision['rounding']}, overflow {precision['overflow']}"
+             + (f"; {len(precision['layers'])} layers overridden" if precision["layers"]
+                else "") + f"): the quantized model is `{precision['quantized_model']}`"]
+    cost = precision.get("cost")
+    if cost:
+        lines.append(f"- precision cost against the float model (onnxruntime) on "
+                     f"{cost['frames']} frames of {cost['inputs']}: argmax agrees on "
+                     f"{100 * cost['argmax_agreement']:.1f}% ({cost['argmax_disagreements']} "
+                     f"differ), max abs error {cost['max_abs_error']:.3g}, mean "
+                     f"{cost['mean_abs_error']:.3g}")
+    return lines

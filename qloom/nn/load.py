@@ -256,7 +256,8 @@ def _check_annotations(wrapper, consts):
 
 def load(model, *, input_type: DataType | None = None,
          input_scale: float | None = None, warn: bool = True,
-         requant: bool = True) -> Network:
+         requant: bool = True, precision=None, precision_file=None, rounding=None,
+         overflow=None) -> Network:
     """Load a QONNX model (path or ``onnx.ModelProto``) into an integer ``Network``.
 
     ``input_type``/``input_scale`` set the fixed-point input grid of a model whose first
@@ -264,7 +265,15 @@ def load(model, *, input_type: DataType | None = None,
     enables the ``FixedPointInputWarning`` when that grid is a default. ``requant``
     replaces many-level thresholds by an equal shift-and-round requantization where one
     exists (``passes.thresholds_to_requant``).
+
+    ``precision`` (``"fixed<16,6>"``, ``"int<8>"``, ... or a ``PrecisionConfig``) and/or
+    ``precision_file`` (per-layer overrides, TOML or JSON) load a *float* model at that
+    fixed-point precision: it is first rewritten into a QONNX model (``quantize.py``);
+    ``rounding`` ("round", default, or "truncate") and ``overflow`` ("saturate") select
+    the modes (see ``precision.py``).
     """
+    from .quantize import precision_config, quantize_float
+    config = precision_config(precision, precision_file, rounding, overflow)
     if input_type is not None and not isinstance(input_type, DataType):
         raise TypeError(f"Input type must be a DataType, not {input_type!r}")
     if input_scale is not None:
@@ -277,6 +286,8 @@ def load(model, *, input_type: DataType | None = None,
     names = SourceNames()
     with _collected_warnings(names):
         try:
+            if config is not None:
+                model = quantize_float(model, config)
             wrapper = prepare(model, names)
             check_tensor_sizes(wrapper)
             consts = _constants(wrapper)

@@ -25,6 +25,7 @@ from .. import ir
 from ..thresholds import FloatFunction, NotMonotoneError, derive_thresholds
 from . import avgpool, concat, resize
 from .activations import ACTIVATIONS, non_monotone
+from .direct_requant import DIRECT_LEVELS, direct_requant
 from .lookup import is_narrow, lower_lookup
 from .layer_builders import LayerBuilders
 from .lowering import Lowering
@@ -44,6 +45,9 @@ def from_runtime(e: BaseException) -> bool:
     return bool(frames) and any(p in frames[-1].filename for p in _RUNTIMES)
 
 # Ops that move no element: followed on integer tensors, host ops in the prefix.
+# The most thresholds (levels x channels) one quantizer may become.
+MAX_THRESHOLDS = 1 << 20
+
 SHAPE_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze")
 
 # Elementwise ops that may sit between an accumulator and the next quantizer.
@@ -264,24 +268,28 @@ class LoweringState(LayerBuilders):
 
         lo, hi = self.ranges[src.ir]
         culprit = non_monotone(chain.nodes, self.consts)
-        try:
-            ts = None if culprit else derive_thresholds(code_fn, lo, hi, spec.dtype,
-                                                        node=node.name)
-        except NotMonotoneError:
-            if not is_narrow(lo, hi):
-                raise
-            ts, culprit = None, chain.nodes[-1] if chain.nodes else node
-        if ts is None:       # not monotone: a lookup table (or a refusal naming culprit)
-            return lower_lookup(self, node, chain, spec, code_fn, culprit, q_scale)
         out = node.output[0] if chain.pool is None else f"{node.output[0]}_unpooled"
+        layer = None if culprit else \
+            self.wide_requant(node, code_fn, src, scale, out_scale, spec, out)
+        if layer is None:
+            try:
+                ts = None if culprit else derive_thresholds(code_fn, lo, hi, spec.dtype,
+                                                            node=node.name)
+            except NotMonotoneError:
+                if not is_narrow(lo, hi):
+                    raise
+                ts, culprit = None, chain.nodes[-1] if chain.nodes else node
+            if ts is None:   # not monotone: a lookup table (or a refusal naming culprit)
+                return lower_lookup(self, node, chain, spec, code_fn, culprit, q_scale)
+            layer = ir.MultiThreshold(
+                name=node.name, inputs=(src.ir,), output=out, thresholds=ts.thresholds,
+                bias=ts.bias, sign=ts.sign, in_type=ts.in_type, out_type=spec.dtype)
         self.new_tensor(out, info.shape, spec.dtype, q_scale, spec.dtype.min, spec.dtype.max,
                         spec.zero_point)
-        self.layers.append(ir.MultiThreshold(
-            name=node.name, inputs=(src.ir,), output=out, thresholds=ts.thresholds,
-            bias=ts.bias, sign=ts.sign, in_type=ts.in_type, out_type=spec.dtype))
+        self.layers.append(layer)
         result = Int(out, node.output[0], src.layout, -spec.zero_point * q_scale, True)
         if chain.pool is not None:
-            if np.any(ts.sign < 0):
+            if isinstance(layer, ir.MultiThreshold) and np.any(layer.sign < 0):
                 raise UnsupportedModelError(
                     "a MaxPool before a decreasing activation cannot be moved after the "
                     "thresholds", chain.pool.name)
@@ -290,6 +298,24 @@ class LoweringState(LayerBuilders):
         self.onnx_names[result.ir] = node.output[0]
         self.onnx_layouts[result.ir] = src.layout.to_onnx
         return result
+
+    def wide_requant(self, node, code_fn, src, in_scale, out_scale, spec, out):
+        """A quantizer of ``DIRECT_LEVELS`` or more levels as a ``Requant`` found directly
+        (``direct_requant``); None: the threshold route (an error when that is too big)."""
+        levels = int(spec.dtype.encode(spec.dtype.max) - spec.dtype.encode(spec.dtype.min))
+        if levels < DIRECT_LEVELS:
+            return None
+        lo, hi = self.ranges[src.ir]
+        layer = direct_requant(code_fn, lo, hi, in_scale, out_scale, spec.dtype,
+                               name=node.name, inputs=(src.ir,), output=out,
+                               in_type=self.tensors[src.ir].dtype)
+        if layer is None and levels * len(np.atleast_1d(lo)) > MAX_THRESHOLDS:
+            raise UnsupportedModelError(
+                f"this {spec.dtype} quantizer ({levels:,} levels) after float arithmetic is "
+                f"no shift-and-round of the accumulator (scales not powers of two apart, or "
+                f"a non-linear op): as thresholds it would need {levels:,} per channel; "
+                f"qloom builds at most {MAX_THRESHOLDS:,} thresholds per layer", node.name)
+        return layer
 
     def finish(self):
         outputs = self.model.graph.output

@@ -71,6 +71,20 @@ def _fit(layer: MultiThreshold, lo, hi, shift: int, rounding: Rounding):
     return offsets if np.array_equal(got, want) else None
 
 
+def _reached_levels(layer: MultiThreshold, lo, hi) -> MultiThreshold:
+    """The same function without the levels no channel leaves or reaches on its range:
+    thresholds every channel passes at ``lo`` (a ReLU before a signed quantizer makes the
+    negative codes unreachable) and ones none reaches by ``hi``. The requantizer then
+    clamps to the codes actually produced."""
+    t = layer.thresholds
+    first = int(np.min(np.sum(t <= lo[:, None], axis=1)))
+    last = t.shape[1] - int(np.min(np.sum(t > hi[:, None], axis=1)))
+    if first == 0 and last == t.shape[1]:
+        return layer
+    return dataclasses.replace(layer, thresholds=t[:, first:last],
+                               bias=layer.bias + first * layer.sign)
+
+
 def _requant(net: Network, layer: MultiThreshold) -> Requant | None:
     in_type: DataType = net.tensors[layer.inputs[0]].dtype
     # The requantizer adds offsets to integers: bipolar inputs and outputs keep their
@@ -80,6 +94,9 @@ def _requant(net: Network, layer: MultiThreshold) -> Requant | None:
     if np.any(layer.sign != 1) or np.any(layer.bias != layer.bias[0]):
         return None
     lo, hi = (np.asarray(a, dtype=np.int64) for a in _input_range(net, layer))
+    layer = _reached_levels(layer, lo, hi)
+    if layer.num_thresholds < MIN_LEVELS:
+        return None
     for shift in range(in_type.bits + 2):
         for rounding in Rounding:
             offsets = _fit(layer, lo, hi, shift, rounding)

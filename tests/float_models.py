@@ -1,0 +1,155 @@
+"""Small float ONNX models of the kinds hls4ml users convert (Keras and PyTorch shapes),
+built with onnx.helper, for the precision tests (``qloom.nn.quantize``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+class FloatBuilder:
+    """``h = b.dense(b.input([1, 16]), 32)``: a float graph, layer by layer."""
+
+    def __init__(self, seed=0):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.inputs, self.count = [], [], [], 0
+
+    def name(self, base):
+        self.count += 1
+        return f"{base}_{self.count}"
+
+    def const(self, value, base="c"):
+        n = self.name(base)
+        value = np.asarray(value)
+        value = value if value.dtype == np.int64 else value.astype(np.float32)
+        self.inits.append(numpy_helper.from_array(value, n))
+        return n
+
+    def input(self, shape, name="x"):
+        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+        self.shape = list(shape)
+        return name
+
+    def node(self, op, inputs, name=None, **attrs):
+        name = name or self.name(op.lower())
+        out = f"{name}_out"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=name, **attrs))
+        return out
+
+    def weights(self, *shape, fan_in):
+        return self.rng.normal(0, 1 / np.sqrt(fan_in), shape).astype(np.float32)
+
+    def gemm(self, x, k, n, name=None):
+        """A Keras/PyTorch Dense: Gemm with transB (PyTorch's layout)."""
+        w = self.const(self.weights(n, k, fan_in=k), "w")
+        b = self.const(self.rng.normal(0, 0.1, n), "b")
+        return self.node("Gemm", [x, w, b], name=name, transB=1)
+
+    def matmul_add(self, x, k, n, name=None):
+        """tf2onnx's Dense: MatMul then Add."""
+        w = self.const(self.weights(k, n, fan_in=k), "w")
+        y = self.node("MatMul", [x, w], name=name)
+        return self.node("Add", [y, self.const(self.rng.normal(0, 0.1, n), "b")])
+
+    def conv(self, x, cin, cout, k, name=None, pads=None, bias=True):
+        w = self.const(self.weights(cout, cin, *k, fan_in=cin * int(np.prod(k))), "w")
+        inputs = [x, w] + ([self.const(self.rng.normal(0, 0.1, cout), "b")] if bias else [])
+        return self.node("Conv", inputs, name=name, kernel_shape=list(k),
+                         pads=pads or [0] * (2 * len(k)))
+
+    def batchnorm(self, x, c, name=None):
+        r = self.rng
+        return self.node("BatchNormalization",
+                         [x, self.const(r.uniform(0.5, 1.5, c)), self.const(r.normal(0, .1, c)),
+                          self.const(r.normal(0, .2, c)), self.const(r.uniform(0.5, 2, c))],
+                         name=name, epsilon=1e-3)
+
+    def model(self, output, out_shape, opset=13):
+        out = helper.make_tensor_value_info(output, TensorProto.FLOAT, out_shape)
+        graph = helper.make_graph(self.nodes, "float_test", self.inputs, [out], self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def mlp(dims=(16, 64, 32, 32, 5), *, softmax=True, seed=0, batch=1):
+    b = FloatBuilder(seed)
+    h = b.input([batch, dims[0]])
+    for i in range(len(dims) - 1):
+        h = b.gemm(h, dims[i], dims[i + 1], name=f"dense_{i}")
+        if i < len(dims) - 2:
+            h = b.node("Relu", [h], name=f"relu_{i}")
+    if softmax:
+        h = b.node("Softmax", [h], name="softmax", axis=-1)
+    return b.model(h, [batch, dims[-1]])
+
+
+def mlp_batchnorm(seed=1):
+    """Dense -> BatchNorm -> ReLU (Keras), and a BatchNorm of the input before a Dense."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 12])
+    h = b.batchnorm(h, 12, name="bn_in")
+    h = b.matmul_add(h, 12, 24, name="dense_1")
+    h = b.batchnorm(h, 24, name="bn_1")
+    h = b.node("Relu", [h], name="relu_1")
+    h = b.gemm(h, 24, 6, name="dense_2")
+    return b.model(h, [1, 6])
+
+
+def keras_conv2d(seed=2):
+    """Keras NHWC: Transpose to NCHW, Conv, ReLU, MaxPool, AveragePool, Transpose back,
+    Flatten, Dense."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 8, 8, 3])
+    h = b.node("Transpose", [h], perm=[0, 3, 1, 2])
+    h = b.conv(h, 3, 8, (3, 3), name="conv_1", pads=[1, 1, 1, 1])
+    h = b.node("Relu", [h], name="relu_1")
+    h = b.node("MaxPool", [h], name="pool_1", kernel_shape=[2, 2], strides=[2, 2])
+    h = b.conv(h, 8, 8, (3, 3), name="conv_2")
+    h = b.batchnorm(h, 8, name="bn_2")
+    h = b.node("Relu", [h], name="relu_2")
+    h = b.node("Transpose", [h], perm=[0, 2, 3, 1])
+    h = b.node("Flatten", [h], name="flatten")
+    h = b.gemm(h, 2 * 2 * 8, 4, name="dense")
+    return b.model(h, [1, 4])
+
+
+def pool_and_shapes(seed=3):
+    """AveragePool, Identity, Reshape, Squeeze/Unsqueeze between quantized layers."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 4, 6, 6])
+    h = b.conv(h, 4, 6, (3, 3), name="conv_1", pads=[1, 1, 1, 1])
+    h = b.node("Relu", [h], name="relu_1")
+    h = b.node("AveragePool", [h], name="avg_1", kernel_shape=[2, 2], strides=[2, 2])
+    h = b.node("Identity", [h], name="identity")
+    h = b.node("Reshape", [h, b.const(np.array([1, 54], np.int64))], name="reshape")
+    h = b.matmul_add(h, 54, 5, name="dense")
+    return b.model(h, [1, 5])
+
+
+def global_pool_squeeze(seed=6):
+    """PyTorch's head: Conv, ReLU, GlobalAveragePool, Squeeze, Unsqueeze, Squeeze, Dense."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 3, 6, 6])
+    h = b.conv(h, 3, 8, (3, 3), name="conv_1")
+    h = b.node("Relu", [h], name="relu_1")
+    h = b.node("GlobalAveragePool", [h], name="gap")
+    h = b.node("Squeeze", [h, b.const(np.array([3], np.int64))], name="squeeze_1")
+    h = b.node("Unsqueeze", [h, b.const(np.array([3], np.int64))], name="unsqueeze")
+    h = b.node("Squeeze", [h, b.const(np.array([2, 3], np.int64))], name="squeeze_2")
+    h = b.gemm(h, 8, 4, name="dense")
+    return b.model(h, [1, 4])
+
+
+def old_opset_mlp(seed=4):
+    """An opset-6 export (old tf2onnx/Keras): Gemm, Relu, Softmax."""
+    m = mlp((10, 16, 4), seed=seed)
+    m.opset_import[0].version = 6
+    for n in m.graph.node:      # opset 6's Softmax has no axis -1
+        if n.op_type == "Softmax":
+            del n.attribute[:]
+    return m
+
+
+def fixed_batch_mlp(batch=789_444, seed=5):
+    """A PyTorch export traced with a fixed batch."""
+    return mlp((16, 12, 3), softmax=False, seed=seed, batch=batch)

@@ -1,0 +1,98 @@
+"""Float models compiled at fixed<16,6> (``--precision``): OUT/quantized.onnx is what the
+hardware computes (qonnx on it equals the reference exactly), the report states what the
+precision costs, and the RTL equals the reference frame by frame on Icarus."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+import qloom
+from qloom.nn.check import compare_with_qonnx
+from qloom.nn.precision import PrecisionConfig
+
+import float_models
+
+FIXED_16_6 = PrecisionConfig.make("fixed<16,6>")
+# 10 to 45 s each on the shared 2-core machine: the MLP is in the fast tier, the rest slow
+RTL_MODELS = ["mlp_small", *(pytest.param(n, marks=pytest.mark.slow) for n in (
+    "mlp_batchnorm", "keras_conv2d", "pool_and_shapes", "global_pool_squeeze"))]
+
+
+def mlp_small():
+    return float_models.mlp((16, 12, 8, 5))
+
+
+def _model(name):
+    return mlp_small() if name == "mlp_small" else getattr(float_models, name)()
+
+
+def _frames(net, n, seed=7):
+    return np.random.default_rng(seed).standard_normal(
+        (n, *net.input_shape[1:])).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", RTL_MODELS)
+def test_float_model_rtl_bit_exact(tmp_path, name):
+    design = qloom.compile(_model(name), tmp_path / "out", precision=FIXED_16_6)
+    quantized = onnx.load(str(tmp_path / "out" / "quantized.onnx"))
+    x = _frames(design.network, 20)
+    assert compare_with_qonnx(quantized, design.network, x).mismatches == ()
+    res = design.simulate(x, backpressure=0.3, progress=False)
+    assert res["frames"] == 20 and res["mismatches"] == 0, res.get("first_mismatch")
+    cost = design.report["precision"]["cost"]
+    assert cost["frames"] == 300 and cost["argmax_agreement"] >= 0.99, cost
+
+
+@pytest.mark.slow
+def test_cli_compile_with_precision_file_and_calibration(tmp_path):
+    model = tmp_path / "mlp.onnx"
+    onnx.save(mlp_small(), str(model))
+    pfile = tmp_path / "p.json"
+    pfile.write_text(json.dumps({"layers": {"dense_1": {"weight": "fixed<8,2>"}}}))
+    calib = tmp_path / "x.npy"
+    np.save(calib, np.random.default_rng(0).standard_normal((40, 16)).astype(np.float32))
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "qloom.flows.cli", "compile", str(model),
+                          "-o", str(out), "--precision", "fixed<16,6>", "--precision-file",
+                          str(pfile), "--calibration-inputs", str(calib)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "argmax agrees with the float model" in run.stdout
+    report = json.loads((out / "report.json").read_text())
+    precision = report["precision"]
+    assert precision["precision"] == "fixed<16,6>" and precision["rounding"] == "round"
+    assert precision["layers"] == {"dense_1": {"weight": "fixed<8,2>"}}
+    assert precision["cost"]["frames"] == 40 and precision["cost"]["inputs"] == "x.npy"
+    assert "precision cost against the float model" in (out / "report.md").read_text()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["model_file"] == "quantized.onnx"
+    # simulate reloads quantized.onnx: no precision needed any more
+    sim = subprocess.run([sys.executable, "-m", "qloom.flows.cli", "simulate", str(out),
+                          "--random", "5"], capture_output=True, text=True)
+    assert sim.returncode == 0, sim.stderr
+    inspect = subprocess.run([sys.executable, "-m", "qloom.flows.cli", "inspect", str(model),
+                              "--precision", "int<8>", "--json"], capture_output=True,
+                             text=True)
+    assert inspect.returncode == 0, inspect.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--precision", "fixed<16>"], "needs the integer bits"),
+    (["--precision", "fixed<16,6>", "--rounding", "truncate", "--precision-file",
+      "missing.toml"], "precision file not found"),
+    (["--calibration-inputs", "x.npy"], "give --precision"),
+])
+def test_cli_precision_errors(tmp_path, args, message):
+    model = tmp_path / "mlp.onnx"
+    onnx.save(mlp_small(), str(model))
+    run = subprocess.run([sys.executable, "-m", "qloom.flows.cli", "compile", str(model),
+                          "-o", str(tmp_path / "out"), *args], capture_output=True,
+                         text=True, cwd=tmp_path)
+    assert run.returncode == 2 and message in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
