@@ -153,3 +153,17 @@ def old_opset_mlp(seed=4):
 def fixed_batch_mlp(batch=789_444, seed=5):
     """A PyTorch export traced with a fixed batch."""
     return mlp((16, 12, 3), softmax=False, seed=seed, batch=batch)
+
+
+def activations_mlp(seed=7):
+    """Dense layers into Sigmoid, Tanh, Elu, Selu and LeakyRelu (hls4ml's table
+    activations), a Softmax output."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 10])
+    for i, (op, attrs) in enumerate([("Sigmoid", {}), ("Tanh", {}), ("Elu", {"alpha": 1.0}),
+                                     ("Selu", {}), ("LeakyRelu", {"alpha": 0.1})]):
+        h = b.gemm(h, 10, 10, name=f"dense_{i}")
+        h = b.node(op, [h], name=f"{op.lower()}_{i}", **attrs)
+    h = b.gemm(h, 10, 5, name="dense_out")
+    h = b.node("Softmax", [h], name="softmax", axis=-1)
+    return b.model(h, [1, 5])

@@ -21,7 +21,8 @@ import float_models
 FIXED_16_6 = PrecisionConfig.make("fixed<16,6>")
 # 10 to 45 s each on the shared 2-core machine: the MLP is in the fast tier, the rest slow
 RTL_MODELS = ["mlp_small", *(pytest.param(n, marks=pytest.mark.slow) for n in (
-    "mlp_batchnorm", "keras_conv2d", "pool_and_shapes", "global_pool_squeeze"))]
+    "mlp_batchnorm", "keras_conv2d", "pool_and_shapes", "global_pool_squeeze",
+    "activations_mlp"))]
 
 
 def mlp_small():

@@ -101,7 +101,7 @@ def test_precision_file_names_a_missing_layer(tmp_path):
 
 # ---- the quantized model --------------------------------------------------------------
 MODELS = ["mlp", "mlp_batchnorm", "keras_conv2d", "pool_and_shapes", "global_pool_squeeze",
-          "old_opset_mlp", "fixed_batch_mlp"]
+          "old_opset_mlp", "fixed_batch_mlp", "activations_mlp"]
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +144,15 @@ def test_quantizers_where_hls4ml_puts_its_types(compiled):
     assert float(inits[q.input[1]]) == 2.0 ** -10 and float(inits[q.input[3]]) == 16
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in q.attribute}
     assert attrs == {"signed": 1, "narrow": 0, "rounding_mode": b"HALF_EVEN"}
+
+
+def test_nonlinear_activations_are_tables(compiled):
+    _, quantized, net = compiled("activations_mlp")
+    names = {n.name for n in quantized.graph.node}
+    for op in ("sigmoid_0", "tanh_1", "elu_2", "selu_3", "leakyrelu_4"):
+        assert {f"{op}_table_quant", f"{op}_result_quant"} <= names
+    lookups = [l for l in net.layers if l.op == "Lookup"]
+    assert len(lookups) == 5 and all(l.in_type.bits <= 12 for l in lookups)
 
 
 def test_old_opset_is_upgraded_and_fixed_batch_is_the_batch(compiled):

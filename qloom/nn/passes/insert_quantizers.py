@@ -16,9 +16,10 @@ Where the quantizers go (hls4ml's places for its ``ap_fixed`` types):
   Squeeze, Unsqueeze, Identity, Concat) keep the grid and get none; a Softmax (or any
   op after the last quantizer) stays float: the host tail.
 
-A nonlinear activation (Sigmoid, Tanh, Elu, Selu, LeakyRelu, ...) gets its result
-quantizer like any op; how its Quant -> op -> Quant becomes hardware is the lowering's
-business (thresholds for monotone ones).
+A nonlinear activation (Sigmoid, Tanh, Elu, Selu, LeakyRelu, ...) is computed by a table,
+as in hls4ml: its input is quantized to the table index (``table``, default fixed<12,4>:
+4,096 entries over [-8, 8); hls4ml's 1,024 are fixed<10,4>) and its output to its result precision, Quant -> op -> Quant;
+the lowering makes the pair a lookup table (``passes/lookup.py``).
 
 Follows qonnx's ``Transformation`` contract; the precision comes in a ``PrecisionConfig``.
 """
@@ -42,6 +43,10 @@ KEEPS_GRID = ("MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueez
               "Identity", "Concat", "Dropout", "Resize", "Upsample", "Pad", "Slice")
 # Ops left float (run on the host after the last quantizer).
 HOST_TAIL = ("Softmax", "LogSoftmax", "ArgMax", "Hardmax")
+# Nonlinear activations computed by a table of their quantized input.
+TABLE_OPS = ("Sigmoid", "Tanh", "Elu", "Selu", "LeakyRelu", "Softplus", "Softsign",
+             "HardSigmoid", "HardSwish", "Gelu", "Mish", "Celu", "ThresholdedRelu", "Exp",
+             "Erf", "PRelu")
 
 
 class InsertQuantizers(Transformation):
@@ -84,7 +89,7 @@ class _Plan:
             for t in node.input:
                 self.consumers.setdefault(t, []).append(node)
         self.outputs = {o.name for o in self.graph.output}
-        self.on_consts = []          # (node, input index, precision, quant name)
+        self.on_consts = []          # (node, input index, precision, quant name) before node
         self.after = {}              # tensor -> (precision, quant name)
         self.absorbed = set()        # node names whose quantizer a layer placed
 
@@ -104,6 +109,8 @@ class _Plan:
                 continue
             else:
                 own = self.config.layer(node.name)
+                if node.op_type in TABLE_OPS:
+                    self.on_consts.append((node, 0, own.table, f"{node.name}_table_quant"))
                 self.after[node.output[0]] = (own.result, f"{node.name}_result_quant")
 
     def _linear(self, node):

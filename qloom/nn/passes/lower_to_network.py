@@ -26,7 +26,7 @@ from ..thresholds import FloatFunction, NotMonotoneError, derive_thresholds
 from . import avgpool, concat, resize
 from .activations import ACTIVATIONS, non_monotone
 from .direct_requant import DIRECT_LEVELS, direct_requant
-from .lookup import is_narrow, lower_lookup
+from .lookup import MAX_INPUT_BITS, is_narrow, lower_lookup
 from .layer_builders import LayerBuilders
 from .lowering import Lowering
 from .quantizers import QUANTIZERS, quant_spec
@@ -271,6 +271,13 @@ class LoweringState(LayerBuilders):
         out = node.output[0] if chain.pool is None else f"{node.output[0]}_unpooled"
         layer = None if culprit else \
             self.wide_requant(node, code_fn, src, scale, out_scale, spec, out)
+        if layer is None and culprit is None and self.too_many_levels(spec, lo):
+            # a monotone nonlinear op into a wide quantizer (a Sigmoid at fixed<16,6>):
+            # a table of its narrow input, or the refusal naming the sizes
+            if not is_narrow(lo, hi):
+                raise self.too_many_thresholds(node, spec)
+            culprit = chain.nodes[-1] if chain.nodes else node
+            return lower_lookup(self, node, chain, spec, code_fn, culprit, q_scale)
         if layer is None:
             try:
                 ts = None if culprit else derive_thresholds(code_fn, lo, hi, spec.dtype,
@@ -299,23 +306,34 @@ class LoweringState(LayerBuilders):
         self.onnx_layouts[result.ir] = src.layout.to_onnx
         return result
 
+    @staticmethod
+    def _levels(spec) -> int:
+        return int(spec.dtype.encode(spec.dtype.max) - spec.dtype.encode(spec.dtype.min))
+
+    def too_many_levels(self, spec, lo) -> bool:
+        """Beyond 4,096 levels (or ``MAX_THRESHOLDS`` in all) bisection and its check cost
+        more memory than any threshold unit is worth."""
+        levels = self._levels(spec)
+        return levels > 4096 or levels * len(np.atleast_1d(lo)) > MAX_THRESHOLDS
+
+    def too_many_thresholds(self, node, spec) -> UnsupportedModelError:
+        levels = self._levels(spec)
+        return UnsupportedModelError(
+            f"this {spec.dtype} quantizer ({levels:,} levels) after float arithmetic is no "
+            f"shift-and-round of the accumulator (scales not powers of two apart, or a "
+            f"nonlinear op on a wide input): as thresholds it would need {levels:,} per "
+            f"channel; qloom builds at most {MAX_THRESHOLDS:,} thresholds per layer, and a "
+            f"table at most {1 << MAX_INPUT_BITS:,} entries", node.name)
+
     def wide_requant(self, node, code_fn, src, in_scale, out_scale, spec, out):
         """A quantizer of ``DIRECT_LEVELS`` or more levels as a ``Requant`` found directly
-        (``direct_requant``); None: the threshold route (an error when that is too big)."""
-        levels = int(spec.dtype.encode(spec.dtype.max) - spec.dtype.encode(spec.dtype.min))
-        if levels < DIRECT_LEVELS:
+        (``direct_requant``); None: not one (thresholds or a table then)."""
+        if self._levels(spec) < DIRECT_LEVELS:
             return None
         lo, hi = self.ranges[src.ir]
-        layer = direct_requant(code_fn, lo, hi, in_scale, out_scale, spec.dtype,
-                               name=node.name, inputs=(src.ir,), output=out,
-                               in_type=self.tensors[src.ir].dtype)
-        if layer is None and levels * len(np.atleast_1d(lo)) > MAX_THRESHOLDS:
-            raise UnsupportedModelError(
-                f"this {spec.dtype} quantizer ({levels:,} levels) after float arithmetic is "
-                f"no shift-and-round of the accumulator (scales not powers of two apart, or "
-                f"a non-linear op): as thresholds it would need {levels:,} per channel; "
-                f"qloom builds at most {MAX_THRESHOLDS:,} thresholds per layer", node.name)
-        return layer
+        return direct_requant(code_fn, lo, hi, in_scale, out_scale, spec.dtype,
+                              name=node.name, inputs=(src.ir,), output=out,
+                              in_type=self.tensors[src.ir].dtype)
 
     def finish(self):
         outputs = self.model.graph.output
