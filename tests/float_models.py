@@ -167,3 +167,43 @@ def activations_mlp(seed=7):
     h = b.gemm(h, 10, 5, name="dense_out")
     h = b.node("Softmax", [h], name="softmax", axis=-1)
     return b.model(h, [1, 5])
+
+
+def keras_conv1d(seed=8):
+    """Keras Conv1D: NWC input, Transpose to NCW, Conv (3-D weights), ReLU, AveragePool,
+    Transpose back, Flatten, Dense."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 16, 3])
+    h = b.node("Transpose", [h], perm=[0, 2, 1])
+    h = b.conv(h, 3, 6, (3,), name="conv1d_1", pads=[1, 1])
+    h = b.node("Relu", [h], name="relu_1")
+    h = b.node("AveragePool", [h], name="pool_1", kernel_shape=[2], strides=[2])
+    h = b.conv(h, 6, 4, (3,), name="conv1d_2")
+    h = b.node("Relu", [h], name="relu_2")
+    h = b.node("Transpose", [h], perm=[0, 2, 1])
+    h = b.node("Flatten", [h], name="flatten")
+    h = b.gemm(h, 6 * 4, 4, name="dense")
+    return b.model(h, [1, 4])
+
+
+def torch_cnn(path, batch=4, seed=9):
+    """A PyTorch CNN (Conv2d, BatchNorm2d, ReLU, MaxPool2d, Flatten, Linear) exported with
+    torch.onnx.export, traced with a fixed batch; None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.Linear(8 * 2 * 2, 10), torch.nn.ReLU(), torch.nn.Linear(10, 5))
+    with torch.no_grad():      # a trained-looking BatchNorm
+        bn = net[1]
+        bn.running_mean.uniform_(-0.2, 0.2)
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.uniform_(0.5, 1.5)
+    net.eval()
+    torch.onnx.export(net, torch.randn(batch, 3, 8, 8), str(path), opset_version=13,
+                      dynamo=False, input_names=["x"], output_names=["y"])
+    return onnx.load(str(path))

