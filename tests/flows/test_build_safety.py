@@ -55,9 +55,12 @@ def design(path: Path) -> Path:
     """An OUT with a manifest (the fake build needs no Verilog) and a previous good build."""
     (path / "rtl").mkdir(parents=True)
     (path / "rtl" / "qloom_top.v").write_text("module qloom_top; endmodule\n")
+    port = {"lanes": 1, "element_bits": 4, "payload_bits": 5, "last_bit": 4,
+            "words_per_frame": 3, "elements_per_frame": 3,
+            "dtype": {"name": "INT4", "bits": 4, "signed": True}}
     (path / "manifest.json").write_text(json.dumps(
         {"format": 1, "qloom_version": "test", "top": "qloom_top", "rtl": ["rtl/qloom_top.v"],
-         "board": "icebreaker"}))
+         "board": "icebreaker", "input": port, "output": port}))
     (path / "build").mkdir()
     (path / "build" / "board_top.bin").write_bytes(b"previous good build")
     (path / "build" / "report.json").write_text(json.dumps({"board": "icebreaker",

@@ -156,8 +156,12 @@ def test_newline_in_out_is_refused(tmp_path, step):
     run = {"deploy": lambda: deploy(out),
            "build": lambda: build.build_board(out, board="icebreaker"),
            "build-arty": lambda: build.build_board(out, board="arty-a7-35")}[step]
+    port = {"lanes": 1, "element_bits": 4, "payload_bits": 5, "last_bit": 4,
+            "words_per_frame": 3, "elements_per_frame": 3,
+            "dtype": {"name": "INT4", "bits": 4, "signed": True}}
     (out / "manifest.json").write_text(json.dumps({"format": 1, "top": "qloom_top",
-                                                   "rtl": ["rtl/qloom_top.v"]}))
+                                                   "rtl": ["rtl/qloom_top.v"],
+                                                   "input": port, "output": port}))
     with pytest.raises(QloomError, match=r"contains the control character\(s\) '\\n'; qloom "
                                          r"writes paths into scripts"):
         run()
