@@ -25,6 +25,7 @@ from .names import SourceNames
 from .passes.conv1d_to_conv2d import Conv1DToConv2D
 from .passes.fold_batchnorm import FoldBatchNorm
 from .passes.insert_quantizers import InsertQuantizers
+from .passes.quantizers import QUANTIZERS
 from .passes.upgrade_opset import UpgradeOpset
 from .precision import PrecisionConfig
 
@@ -118,10 +119,16 @@ def quantize_float(model, config: PrecisionConfig) -> onnx.ModelProto:
     from qonnx.transformation.infer_shapes import InferShapes
     from qonnx.transformation.remove import RemoveIdentityOps
 
-    from .load import prepare
+    from .load import _read, prepare
     if not isinstance(config, PrecisionConfig):
         raise TypeError(f"Config must be a PrecisionConfig, not {config!r}")
-    proto = float_reference(model)
+    proto = _read(model)
+    quantized = [n for n in proto.graph.node if n.op_type in QUANTIZERS]
+    if quantized:      # before the version converter, which knows no qonnx ops
+        raise UnsupportedModelError(
+            f"the model is already quantized ({quantized[0].op_type}); a precision applies "
+            f"to float models only: load it without one", quantized[0].name or None)
+    proto = float_reference(proto)
     names = SourceNames()
     wrapper = prepare(proto, names)
     _restore_names(wrapper, names)

@@ -211,6 +211,30 @@ def test_already_quantized_model_refuses_a_precision():
         qloom.load(b.model(y), precision="fixed<16,6>")
 
 
+def test_unseen_float_model_from_qonnx_data():
+    """mnist-conv from qonnx's data folder (an opset-8 CNTK export: Conv, bias Add,
+    MaxPool, Reshape, MatMul), never built for these tests."""
+    from pathlib import Path
+
+    import qonnx
+    path = Path(qonnx.__file__).parent / "data" / "onnx" / "mnist-conv" / "model.onnx"
+    quantized = quantize_float(path, FIXED_16_6)
+    net = qloom.load(quantized)
+    x, what = calibration_inputs(None, net.input_shape, frames=300)
+    assert compare_with_qonnx(quantized, net, x[:10]).mismatches == ()
+    cost = measure(float_reference(path), net, x, what)
+    assert cost.argmax_agreement >= 0.99, cost
+
+
+def test_quantized_qonnx_of_an_old_opset_is_refused_as_quantized():
+    from pathlib import Path
+
+    import qonnx
+    path = Path(qonnx.__file__).parent / "data" / "onnx" / "eltwise_chanlast_testcase.onnx"
+    with pytest.raises(UnsupportedModelError, match="already quantized"):
+        qloom.load(path, precision="fixed<16,6>")
+
+
 def test_rounding_without_precision_is_refused():
     with pytest.raises(QloomError, match="needs a precision"):
         qloom.load(float_models.mlp(), rounding="truncate")

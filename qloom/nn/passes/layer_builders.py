@@ -222,7 +222,8 @@ class LayerBuilders:
                 raise self.unsupported(blocker)
             raise UnsupportedModelError(
                 f"unquantized float layer: the input of this {node.op_type} is not quantized; "
-                f"qloom needs a Quant/BipolarQuant between layers", node.name)
+                f"qloom needs a Quant/BipolarQuant between layers (a float model compiles "
+                f"at a fixed-point precision: --precision 'fixed<16,6>')", node.name)
         ints, scale, w_type = quantized_constant(node.input[1], self.producers, self.consts,
                                                  self.annotations, node.name)
         if node.op_type == "Conv":

@@ -188,7 +188,8 @@ def quantized_constant(tensor: str, producers: dict, consts: dict, annotations: 
             return ints, np.ones(values.shape), dtype
         raise UnsupportedModelError(
             f"unquantized float weights '{tensor}': qloom needs weights quantized by "
-            f"Quant/BipolarQuant (or annotated with an integer datatype)", consumer)
+            f"Quant/BipolarQuant (or annotated with an integer datatype); a float model "
+            f"compiles at a fixed-point precision: --precision 'fixed<16,6>'", consumer)
     if node.op_type in _SHAPE_OPS:
         ints, scale, dtype = quantized_constant(node.input[0], producers, consts,
                                                 annotations, consumer)
