@@ -94,6 +94,10 @@ def run_point(request: dict, folder: Path, log=print, out: dict | None = None) -
     options = dict(request.get("load_options") or {})
     if "input_type" in options:
         options["input_type"] = parse_dtype(options["input_type"])
+    precision = options.pop("precision", None)      # a float model: OUT/quantized.onnx
+    if precision is not None:
+        from ..nn.quantize import precision_config
+        precision = precision_config(precision)
     out = {} if out is None else out
     seconds = out["seconds"] = {}
 
@@ -104,7 +108,7 @@ def run_point(request: dict, folder: Path, log=print, out: dict | None = None) -
     compiled = compile_model(request["model"], design, board=request["board"],
                              clock_mhz=request.get("clock_mhz"),
                              target_fps=request.get("target_fps"), fold=request.get("fold"),
-                             load_options=options,
+                             load_options=options, precision=precision,
                              progress=lambda msg: log(f"[sweep] compile: {msg}"))
     seconds["compile"] = round(time.perf_counter() - t0, 3)
     out["compile"] = _compile_part(compiled.report)

@@ -40,7 +40,8 @@ __all__ = ["Folding", "ModelEntry", "Point", "Spec", "read_spec", "parse_spec"]
 SIMULATORS = ("icarus", "verilator")
 _TOP_KEYS = {"frames", "simulator", "build", "seed", "boards", "clocks", "foldings",
              "models", "cpus", "memory_gb", "timing_retry"}
-_MODEL_KEYS = {"path", "name", "boards", "clocks", "foldings", "input_type", "input_scale"}
+_MODEL_KEYS = {"path", "name", "boards", "clocks", "foldings", "input_type", "input_scale",
+               "precision"}
 _FOLD_KEYS = {"target_fps", "fold", "label"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
@@ -266,6 +267,12 @@ def _model(w, table, where, base: Path) -> ModelEntry:
         options["input_type"] = str(table["input_type"]).upper()
     if "input_scale" in table:
         options["input_scale"] = _positive(w, table["input_scale"], f"{where}.input_scale")
+    if "precision" in table:        # a float model at a fixed-point precision
+        from ..nn.precision import Precision
+        try:
+            options["precision"] = str(Precision.parse(table["precision"]))
+        except QloomError as e:
+            raise w.error(f"{where}.precision", str(e)) from None
     return ModelEntry(name, path, _sha256(path), options)
 
 

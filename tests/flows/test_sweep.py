@@ -86,6 +86,8 @@ def test_spec_errors_name_key_and_value(tmp_path, text, expected):
     (f"[[models]]\npath = '{TFC}'\ninput_type = 'FLOAT7'\n",
      ["models[0].input_type", "'FLOAT7'", "INTn"]),
     (f"[[models]]\npath = '{TFC}'\nname = 'a b'\n", ["models[0].name", "'a b'"]),
+    (f"[[models]]\npath = '{TFC}'\nprecision = 'fixed<16>'\n",
+     ["models[0].precision", "needs the integer bits"]),
     (f"[[models]]\npath = '{TFC}'\n[[models]]\npath = '{TFC}'\n",
      ["models[1]", "tfc_w1a1 on icebreaker", "'default'", "also listed by models[0]"]),
     (f"[[models]]\npath = '{TFC}'\n[[models]]\npath = '{JET}'\nname = 'tfc_w1a1'\n",
@@ -452,3 +454,21 @@ def test_cli_dry_run_and_errors(tmp_path, capsys):
     assert "qloom sweep: error: sweep spec" in capsys.readouterr().err
     assert main(["sweep", str(spec), "-o", str(tmp_path / "out"), "--jobs", "0"]) == 2
     assert "--jobs must be a positive integer, not 0" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sweep_of_a_float_model_at_a_precision(tmp_path):
+    import onnx
+
+    from float_models import mlp
+    model = tmp_path / "mlp.onnx"
+    onnx.save(mlp((16, 12, 5)), str(model))
+    spec = write_spec(tmp_path, TINY.replace(str(TFC), str(model))
+                      .replace('["auto", "default"]', '["default"]')
+                      + 'precision = "fixed<16,6>"\n')
+    (row,) = sweep(spec, tmp_path / "results", jobs=1, progress=lambda text: None)
+    assert row["status"] == "ok", row["error"]
+    design = Path(row["folder"], "design")
+    assert (design / "quantized.onnx").is_file()
+    assert json.loads((design / "report.json").read_text())["precision"]["precision"] == \
+        "fixed<16,6>"
