@@ -26,9 +26,11 @@ from . import fold_auto, outdir
 from .cost import Family, Resources
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
-from .plan import (Plan, fifo_plan, plan_default, plan_for_cycles, plan_from_file,
-                   read_fold_file, registered_input, slice_edges, wire_edges)
+from .plan import (Plan, edge_elements, fifo_plan, plan_default, plan_for_cycles,
+                   plan_from_file, read_fold_file, registered_input, slice_edges,
+                   wire_edges)
 from .html_report import write_report_html
+from .schedule import skip_buffers, skip_rows
 from .report import render_report_md
 
 __all__ = ["CompileConfig", "Design", "compile_model", "run_steps", "STEPS"]
@@ -46,6 +48,9 @@ class CompileConfig:
     latency: bool = False                # every layer at its fastest: dense layers unrolled
     precision: object = None             # a PrecisionConfig: the model is float (nn.quantize)
     calibration_inputs: object = None    # .npy path or array for the precision's cost
+    # Tests only: words added to every skip FIFO the schedule sizes (negative: shallower
+    # than reconvergent paths need, to show that they then stall).
+    test_skip_fifo_words: int = 0
 
 
 @dataclass
@@ -228,7 +233,7 @@ def step_build(state, cfg):
     in_lanes, out_lanes = _port_lanes(state, plan)
     in_elems = int(np.prod(net.shape_of(net.input)))
     out_elems = int(np.prod(net.shape_of(net.output)))
-    buffers = _edge_buffers(state)
+    buffers = _edge_buffers(state, cfg)
     state.top = AcceleratorTop(nodes=nodes, input=state.input, output=state.output,
                                in_lanes=in_lanes, out_lanes=out_lanes,
                                in_words=math.ceil(in_elems / in_lanes),
@@ -240,13 +245,18 @@ def step_build(state, cfg):
     return state
 
 
-def _edge_buffers(state) -> dict:
+def _edge_buffers(state, cfg) -> dict:
     """Elements to buffer on the edges between engines that need more than a skid buffer
-    (``Engine.buffered_elements``: a vector a matrix unit takes at once, a residual's skip
-    path); sized as the cost model counted them."""
-    by_name = {e.name: e for e in state.engines}
-    return {edge: by_name[edge[1]].buffered_elements()
-            for edge in fifo_plan(state.engines, state.plan.folds)}
+    (``plan.edge_elements``: a vector a matrix unit takes at once, a skip path's share of
+    a reconvergent path); sized as the cost model counted them."""
+    engines, folds = state.plan.engines, state.plan.folds
+    buffers = edge_elements(engines, folds)
+    if cfg.test_skip_fifo_words:
+        lanes = {key: lanes for key, (_, lanes) in fifo_plan(engines, folds).items()}
+        for skip in skip_buffers(engines, folds):
+            key = (skip.tensor, skip.reader)
+            buffers[key] = max(0, buffers[key] + cfg.test_skip_fifo_words * lanes[key])
+    return buffers
 
 
 def step_emit(state, cfg):
@@ -346,6 +356,7 @@ def _documents(state, cfg, model_file):
         "dsp_budget": state.options.dsp_budget,
         "layers": layers, "bottleneck": plan.bottleneck,
         "ideal_ii_cycles": plan.ideal_ii_cycles,
+        "skip_buffers": skip_rows(plan.engines, plan.folds),
         "fps_at_clock": clock * 1e6 / plan.ideal_ii_cycles,
         "resources": total.as_dict(),
         "bram_bit_efficiency": _bram_bit_efficiency(layers, state.options.family),

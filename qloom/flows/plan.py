@@ -21,8 +21,9 @@ from ..hw.top import edge_depth, estimate_edge
 from .cost import Resources, calibrated
 from .engines.base import BuildOptions, Engine, Fold
 from .engines.unrolled import unroll
+from .schedule import skip_buffers
 
-__all__ = ["Plan", "DEFAULT_LANES", "plan_for_cycles", "plan_default", "plan_from_file",
+__all__ = ["Plan", "DEFAULT_LANES", "edge_elements", "plan_for_cycles", "plan_default", "plan_from_file",
            "fit_to_budget", "spare_block_ram", "read_fold_file", "ROOMY_SHARE"]
 
 DEFAULT_LANES = 64
@@ -114,15 +115,26 @@ def _edges(engines, folds):
             yield _Edge(e.output, e, None, lanes, lanes)
 
 
+def edge_elements(engines, folds) -> dict:
+    """Per (tensor, engine) edge fed by another engine: the elements its FIFO must hold
+    beyond the skid buffers: what the reader takes at once (``Engine.buffered_elements``)
+    plus, into a join, what the short branch of a reconvergent path holds
+    (``qloom.flows.schedule.skip_buffers``)."""
+    skips = {(s.tensor, s.reader): s.elements for s in skip_buffers(engines, folds)}
+    return {x.key: x.reader.buffered_elements() + skips.get(x.key, 0)
+            for x in _edges(engines, folds) if x.producer is not None and x.reader is not None}
+
+
 def fifo_plan(engines, folds) -> dict:
     """Per (tensor, engine) edge fed by another engine: (words, lanes) of its FIFO, which
     sits on the wider side of any width conversion (``qloom.hw.top.edge_depth``); the
     top-level input's edge has none planned (the host sets the pace)."""
+    elements = edge_elements(engines, folds)
     plan = {}
     for x in _edges(engines, folds):
-        if x.producer is not None and x.reader is not None:
+        if x.key in elements:
             lanes = max(x.src_lanes, x.dst_lanes)
-            plan[x.key] = (edge_depth(x.reader.buffered_elements(), lanes), lanes)
+            plan[x.key] = (edge_depth(elements[x.key], lanes), lanes)
     return plan
 
 
@@ -131,10 +143,10 @@ def slice_edges(engines, folds) -> set:
     are one register slice and no FIFO (``qloom.hw.top.AcceleratorTop``): an end buffers
     for itself (``Engine.buffers_itself``), the reader buffers nothing in front of it
     and both sides have the same lanes."""
+    elements = edge_elements(engines, folds)
     return {x.key for x in _edges(engines, folds)
             if any(end is not None and end.buffers_itself for end in (x.producer, x.reader))
-            and (x.producer is None or x.reader is None or x.reader.buffered_elements() == 0)
-            and x.src_lanes == x.dst_lanes}
+            and elements.get(x.key, 0) == 0 and x.src_lanes == x.dst_lanes}
 
 
 def wire_edges(engines, folds) -> set:
@@ -162,6 +174,7 @@ def edge_features(engines, folds, options) -> dict:
     (``Engine.inner_edges``)."""
     parts = {e.name: [] for e in engines}
     slices, wires = slice_edges(engines, folds), wire_edges(engines, folds)
+    buffered = edge_elements(engines, folds)
     for x in _edges(engines, folds):
         if x.key in wires:
             continue
@@ -171,7 +184,7 @@ def edge_features(engines, folds, options) -> dict:
             owner, bits, elements = x.producer, x.producer.out_bits, 0
         else:
             owner, bits = x.reader, x.reader.in_bits
-            elements = x.reader.buffered_elements() if x.producer else 0
+            elements = buffered.get(x.key, 0)
         reader = "out" if x.reader is None else x.reader.name
         parts[owner.name].append((f"@{x.tensor}_to_{reader}", estimate_edge(
             src_lanes=x.src_lanes, dst_lanes=x.dst_lanes, bits=bits, elements=elements,
@@ -360,7 +373,19 @@ def shortfall(plan: Plan, budget: Resources, fits: Callable | None = None,
     largest = ", ".join(f"{name} {r.as_dict()[key]:,}" for name, r in top
                         if r.as_dict()[key] > 0)
     return (f"{'; '.join(parts)}; the most {key.upper()} goes to {largest} (every engine is "
-            f"already at its smallest folding)")
+            f"already at its smallest folding){_skips(plan)}")
+
+
+def _skips(plan: Plan) -> str:
+    """The skip buffers of reconvergent paths in ``plan``, largest first, for messages."""
+    from .schedule import skip_rows
+    rows = sorted(skip_rows(plan.engines, plan.folds), key=lambda r: -r["bits"])
+    if not rows:
+        return ""
+    listed = ", ".join(f"{r['tensor']} into {r['reader']} {r['bits']:,} bits ({r['words']:,} "
+                       f"words of {r['lanes']} x {r['bits'] // (r['words'] * r['lanes'])} "
+                       f"bits)" for r in rows[:3])
+    return f"; the skip buffers of reconvergent paths need {listed}"
 
 
 def _amounts(d: dict) -> str:

@@ -553,3 +553,15 @@ def estimate(*, in_h: int, in_w: int, channels: int, kernel: tuple, stride: tupl
     f.add("ff", "output", 2 * simd * bits + flag_groups(simd * bits))
     f.add("ff", "candidate", (rows * in_w * channels // simd).bit_length() + 2 * 8)
     return f
+
+
+def input_rows_needed(*, in_h: int, kernel: tuple, stride: tuple, pads: tuple):
+    """Per output row (a numpy array), the input rows the generator must have taken whole
+    before the last word of that row's windows can leave: it reads completed rows only,
+    so a window's last kernel row, clipped to the image, must be complete. This is the
+    window's schedule as the planner sizes the buffers of reconvergent paths with it
+    (``qloom.flows.schedule``)."""
+    import numpy as np
+    (kh, _), (sh, _), top, bottom = kernel, stride, pads[0], pads[2]
+    out_h = (in_h + top + bottom - kh) // sh + 1
+    return np.clip(np.arange(out_h) * sh - top + kh, 0, in_h)

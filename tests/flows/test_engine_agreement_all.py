@@ -27,7 +27,7 @@ from qloom.flows.engines.base import BuildOptions, Fold
 from qloom.hw.estimate import Family, calibrated, unelaborated
 from qloom.nn.dtypes import BINARY, BIPOLAR, TERNARY, int_type, smallest_type, uint_type
 from qloom.nn.ir import (Add, AvgPool, Concat, Conv, Dense, IntMul, MaxPool, MultiThreshold,
-                         Network, Requant, Rounding, TensorInfo)
+                         Network, Requant, Rounding, TensorInfo, Upsample)
 
 # Sixteen distinct datatypes (BINARY is UINT1 and TERNARY is INT2N, so neither is repeated):
 # bipolar, 1-bit, narrow and plain signed, unsigned, powers of two and not.
@@ -212,6 +212,26 @@ def test_maxpool_engine_and_its_template_agree(dtype):
             assert engine.resources(fold, options).dsp == 0
             assert engine.multipliers(fold) == 0
             assert engine.in_bits == _lane_bits(unit.i) == _lane_bits(unit.o)
+
+
+@pytest.mark.parametrize("dtype", TYPES, ids=str)
+def test_upsample_engine_and_its_template_agree(dtype):
+    from qloom.flows.engines.upsample import UpsampleEngine
+    from qloom.hw.upsample import Upsample as UpsampleUnit
+    engine = UpsampleEngine(Upsample("up", ("x",), "y", scale=(2, 3)), (3, 5, 4), dtype)
+    for family in FAMILIES:
+        options = BuildOptions(family=family)
+        for fold in FOLDS:
+            unit = _built(engine, fold, options)["up"]
+            assert isinstance(unit, UpsampleUnit) and unit.scale == (2, 3)
+            assert engine.cycles(fold) == unit.cycles_per_frame
+            assert engine.features(fold, options) == [("", unit.estimate(family))]
+            assert engine.resources(fold, options).dsp == 0
+            assert engine.in_bits == engine.out_bits == _lane_bits(unit.i) == _lane_bits(unit.o)
+            # the schedule the planner sizes skip buffers with is the template's, per element
+            assert np.array_equal(engine.input_needed()[0], UpsampleUnit(
+                in_h=3, in_w=5, channels=4, scale=(2, 3), dtype=dtype,
+                lanes=1).input_words_needed())
 
 
 def test_maxpool_estimate_parts_name_its_nodes():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...nn.dtypes import DataType
 from ...nn.ir import Add
-from .base import LaneEngine
+from .base import LaneEngine, identity_needed
 
 __all__ = ["AddEngine"]
 
@@ -25,9 +25,10 @@ class AddEngine(LaneEngine):
         a, b = (net.tensors[t].dtype for t in layer.inputs)
         return cls(layer, net.shape_of(layer.inputs[0]), a, b)
 
-    def buffered_elements(self) -> int:
-        # The skip path must hold what the other branch swallows before it answers.
-        return self.elements
+    def input_needed(self):
+        # Both inputs element by element: what the skip path holds comes from the
+        # schedule of the branches (qloom.flows.schedule).
+        return (identity_needed(self.elements), identity_needed(self.elements))
 
     def cycles(self, fold):
         return self.elements // fold.pe

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...nn.dtypes import DataType
 from ...nn.ir import AvgPool
-from .base import LaneEngine, refused_as_unsupported
+from .base import LaneEngine, refused_as_unsupported, window_needed
 
 __all__ = ["AvgPoolEngine"]
 
@@ -40,6 +40,17 @@ class AvgPoolEngine(LaneEngine):
         return PoolUnit(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
                         kernel=tuple(layer.kernel), stride=tuple(layer.stride),
                         pads=tuple(layer.pads), dtype=self.dtype, lanes=lanes)
+
+    def input_needed(self):
+        import numpy as np
+        shape = (self.in_h, self.in_w, self.channels)
+        if self.is_global:      # the frame's sums leave after its last word
+            return (np.full(self.channels, self.in_h * self.in_w * self.channels, np.int64),)
+        layer = self.layer
+        (kh, kw), (sh, sw), (t, l, b, r) = layer.kernel, layer.stride, layer.pads
+        out = ((self.in_h + t + b - kh) // sh + 1, (self.in_w + l + r - kw) // sw + 1,
+               self.channels)
+        return (window_needed(shape, out, layer.kernel, layer.stride, layer.pads),)
 
     def cycles(self, fold):
         return self._asked(fold.pe).cycles_per_frame

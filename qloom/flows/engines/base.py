@@ -12,7 +12,7 @@ from ...errors import QloomError, UnsupportedModelError
 from ..cost import Family, Resources, calibrated
 
 __all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "ChannelEngine", "divisors",
-           "refused_as_unsupported"]
+           "refused_as_unsupported", "identity_needed", "window_needed"]
 
 
 def divisors(n: int) -> list[int]:
@@ -52,6 +52,25 @@ class BuildOptions:
     dsp_budget: int | None = None      # multipliers on DSP blocks, whole design
     pipeline: bool = True              # register stages for Fmax (adder trees, memories)
     sprams: int = 0                    # iCE40UP5K SPRAMs weights may use (qloom.hw.spram)
+
+
+def identity_needed(elements: int):
+    """The schedule of an elementwise engine: output element k needs input element k."""
+    import numpy as np
+    return np.arange(1, elements + 1, dtype=np.int64)
+
+
+def window_needed(in_shape, out_shape, kernel, stride, pads):
+    """The schedule of an engine behind a sliding window (``qloom.hw.swg``): every element
+    of an output row needs the input rows of that row's windows whole
+    (``input_rows_needed``), and nothing leaves before the frame's first input word."""
+    import numpy as np
+    from ...hw.swg import input_rows_needed
+    in_h, in_w, in_c = in_shape
+    rows = input_rows_needed(in_h=in_h, kernel=tuple(kernel), stride=tuple(stride),
+                             pads=tuple(pads))
+    per_row = np.maximum(rows.astype(np.int64) * in_w * in_c, 1)
+    return np.repeat(per_row, out_shape[1] * out_shape[2])
 
 
 def pixels(shape) -> int:
@@ -146,8 +165,36 @@ class Engine(abc.ABC):
 
     def buffered_elements(self) -> int:
         """Input elements the FIFO in front of this engine must hold beyond a skid
-        buffer when its producer is another engine (see ``qloom.flows.compile``)."""
+        buffer when its producer is another engine (see ``qloom.flows.compile``); the
+        buffers of reconvergent paths come on top (``qloom.flows.schedule``)."""
         return 0
+
+    def latency(self, fold: Fold) -> float:
+        """Cycles from the last input an output needs to that output, beyond the engine's
+        pace (``qloom.flows.schedule``): a matrix unit computes a whole vector before it
+        gives any of its outputs; 0 for an engine that passes elements on as they come."""
+        return 0
+
+    def _units_latency(self, fold: Fold) -> int:
+        """The register stages of the engine's nodes (each template's ``latency``, where
+        it states one) and of the edges between them (``schedule.EDGE_LATENCY``), asked
+        once per folding of nodes built with the default options, never elaborated."""
+        cache = self.__dict__.setdefault("_latency_cache", {})
+        if fold not in cache:
+            from ...hw.estimate import unelaborated
+            from ..schedule import EDGE_LATENCY
+            nodes = self.nodes(fold, BuildOptions())
+            cache[fold] = (sum(getattr(unelaborated(n.component), "latency", 0) for n in nodes)
+                           + EDGE_LATENCY * (len(nodes) - 1))
+        return cache[fold]
+
+    def input_needed(self):
+        """The engine's schedule: per input, for every output element of a frame in stream
+        order (a numpy array), how many elements of that input it must have taken before
+        it can emit that element, counted in single elements (``qloom.flows.schedule``
+        rounds to the folding's words). None where no finer schedule is known: then the
+        buffers of a reconvergent path through it hold whole frames."""
+        return None
 
     @abc.abstractmethod
     def out_lanes(self, fold: Fold) -> int: ...
@@ -241,3 +288,6 @@ class ChannelEngine(LaneEngine):
 
     def cycles(self, fold):
         return self.pixels * (self.channels // fold.pe)
+
+    def input_needed(self):
+        return (identity_needed(self.pixels * self.channels),)

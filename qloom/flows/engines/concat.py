@@ -35,10 +35,20 @@ class ConcatEngine(LaneEngine):
     def cycles(self, fold):
         return self.pixels * sum(self.widths) // fold.pe
 
-    def buffered_elements(self) -> int:
-        # Each input waits while the other's channels of a pixel pass; the branches may
-        # differ in latency by up to a frame (as a residual's skip path).
-        return self.pixels * max(self.widths)
+    def input_needed(self):
+        # Per pixel the inputs' channels in turn: before its group, input i has given the
+        # pixels before; within it, its channels so far; after it, the whole pixel. What
+        # a skip path holds comes from the schedule of the branches (qloom.flows.schedule).
+        import numpy as np
+        p = np.arange(self.pixels, dtype=np.int64)[:, None]
+        needs = []
+        for i, width in enumerate(self.widths):
+            groups = [np.broadcast_to(p * width if j < i else (p + 1) * width,
+                                      (self.pixels, w)) if j != i else
+                      p * width + np.arange(1, width + 1)
+                      for j, w in enumerate(self.widths)]
+            needs.append(np.concatenate(groups, axis=1).ravel())
+        return tuple(needs)
 
     def features(self, fold, options, dsps=0):
         from ...hw.estimate import unelaborated

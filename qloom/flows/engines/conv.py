@@ -5,7 +5,7 @@ the following activation's thresholds fused into the matrix unit's output."""
 from __future__ import annotations
 
 from ...nn.ir import Conv, MultiThreshold
-from .base import Engine, Fold, divisors
+from .base import Engine, Fold, divisors, window_needed
 from .padding import pad_code
 from .dense import (WEIGHT_PLACES, datapath_of, dsp_primitive, memory_styles, mvu_features,
                     mvu_registers, threshold_spec)
@@ -85,6 +85,15 @@ class ConvEngine(Engine):
 
     def multipliers(self, fold):
         return fold.pe * fold.simd if self.systolic else 0
+
+    def latency(self, fold):
+        return self.cycles(fold) / (self.out_h * self.out_w) + self._units_latency(fold)
+
+    def input_needed(self):
+        conv = self.conv
+        return (window_needed((self.in_h, self.in_w, self.in_c),
+                              (self.out_h, self.out_w, self.out_c), conv.kernel, conv.stride,
+                              conv.pads),)
 
     def multiplier_bits(self):
         return self.conv.in_type.bits * self.conv.w_type.bits

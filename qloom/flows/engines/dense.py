@@ -124,6 +124,15 @@ class DenseEngine(Engine):
         # The unit takes a whole vector during its first neuron fold.
         return self.dense.mw
 
+    def latency(self, fold):
+        return self.cycles(fold) / self.vectors + self._units_latency(fold)
+
+    def input_needed(self):
+        # Every output of a vector needs the whole input vector.
+        import numpy as np
+        d = self.dense
+        return (np.repeat(np.arange(1, self.vectors + 1, dtype=np.int64) * d.mw, d.mh),)
+
     def styles(self, fold, options) -> "MemoryStyles":
         d = self.dense
         return memory_styles(d.mh, d.mw, fold.pe, fold.simd, d.w_type, d.in_type,

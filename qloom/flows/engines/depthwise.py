@@ -6,7 +6,7 @@ thresholds after it. Cycles and widths come from the template."""
 from __future__ import annotations
 
 from ...nn.ir import Conv, MultiThreshold
-from .base import Engine, Fold, divisors
+from .base import Engine, Fold, divisors, window_needed
 from .padding import pad_code
 
 __all__ = ["DepthwiseEngine", "is_depthwise"]
@@ -59,6 +59,15 @@ class DepthwiseEngine(Engine):
                              kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
                              dtype=conv.in_type, simd=lanes, pad_code=self.pad_code,
                              order=WindowOrder.C_KH_KW)
+
+    def latency(self, fold):
+        return self.cycles(fold) / (self.out_h * self.out_w) + self._units_latency(fold)
+
+    def input_needed(self):
+        conv = self.conv
+        return (window_needed((self.in_h, self.in_w, self.channels),
+                              (self.out_h, self.out_w, self.channels), conv.kernel,
+                              conv.stride, conv.pads),)
 
     def cycles(self, fold):
         """The slower of the unit and the window, which takes every input word (more than

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...nn.dtypes import DataType
 from ...nn.ir import IntMul
-from .base import LaneEngine, pixels
+from .base import LaneEngine, identity_needed, pixels
 
 __all__ = ["IntMulEngine"]
 
@@ -28,6 +28,9 @@ class IntMulEngine(LaneEngine):
 
     def cycles(self, fold):
         return self.elements // fold.pe
+
+    def input_needed(self):
+        return (identity_needed(self.elements),)
 
     def features(self, fold, options, dsps=0):
         from ...hw.estimate import unelaborated

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...errors import UnsupportedModelError
 from ...nn.ir import (Add, AvgPool, Concat, Conv, Dense, Flatten, IntMul, Lookup, MaxPool,
-                      MultiThreshold, Network, Requant)
+                      MultiThreshold, Network, Requant, Upsample)
 from .add import AddEngine
 from .avgpool import AvgPoolEngine
 from .concat import ConcatEngine
@@ -19,6 +19,7 @@ from .pool import PoolEngine
 from .requant import RequantEngine
 from .threshold import SEARCH_FROM, ThresholdEngine
 from .unrolled import UnrolledEngine
+from .upsample import UpsampleEngine
 
 __all__ = ["ENGINES", "UNROLLED_ENGINES", "map_network", "supported_layers"]
 
@@ -27,7 +28,8 @@ __all__ = ["ENGINES", "UNROLLED_ENGINES", "map_network", "supported_layers"]
 # the flattened order.
 ENGINES = {Dense: DenseEngine, Conv: ConvEngine, MultiThreshold: ThresholdEngine,
            Requant: RequantEngine, MaxPool: PoolEngine, AvgPool: AvgPoolEngine,
-           Add: AddEngine, IntMul: IntMulEngine, Concat: ConcatEngine, Lookup: LookupEngine}
+           Add: AddEngine, IntMul: IntMulEngine, Concat: ConcatEngine, Lookup: LookupEngine,
+           Upsample: UpsampleEngine}
 
 # IR layer type -> the engine implementing it at one vector per cycle with its weights
 # built into the logic (latency mode), which the planner puts in place of the engine

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...nn.dtypes import DataType
 from ...nn.ir import MaxPool
-from .base import LaneEngine
+from .base import LaneEngine, window_needed
 
 __all__ = ["PoolEngine"]
 
@@ -27,6 +27,12 @@ class PoolEngine(LaneEngine):
         return PoolUnit(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
                         kernel=self.layer.kernel, stride=self.layer.stride,
                         dtype=self.dtype, lanes=lanes)
+
+    def input_needed(self):
+        k, s = self.layer.kernel, self.layer.stride
+        out = ((self.in_h - k) // s + 1, (self.in_w - k) // s + 1, self.channels)
+        return (window_needed((self.in_h, self.in_w, self.channels), out, (k, k), (s, s),
+                              (0, 0, 0, 0)),)
 
     def cycles(self, fold):
         return self._asked(fold.pe).cycles_per_frame
