@@ -29,7 +29,7 @@ per-layer configuration::
     weight = "fixed<8,2>"
     bias = "fixed<8,2>"
     result = "fixed<8,4>"
-    accumulator = "fixed<24,10>"   # default: exact (qloom's accumulators never overflow)
+    accumulator = "fixed<16,4>"    # after the bias; default: exact (never overflows)
 
     [layers.sigmoid_1]      # a nonlinear activation: its table index and its result
     table = "fixed<12,4>"   # default (4,096 entries over [-8, 8)); hls4ml's: fixed<10,4>

@@ -238,3 +238,25 @@ def test_quantized_qonnx_of_an_old_opset_is_refused_as_quantized():
 def test_rounding_without_precision_is_refused():
     with pytest.raises(QloomError, match="needs a precision"):
         qloom.load(float_models.mlp(), rounding="truncate")
+
+
+def test_accumulator_precision_after_the_bias(tmp_path, compiled):
+    model, _, base = compiled("mlp")
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"layers": {"dense_1": {"accumulator": "fixed<16,4>"}}}))
+    quantized = quantize_float(model, PrecisionConfig.make("fixed<16,6>", path))
+    producer = {o: n for n in quantized.graph.node for o in n.output}
+    acc = next(n for n in quantized.graph.node if n.name == "dense_1_accumulator_quant")
+    assert producer[acc.input[0]].op_type == "Add"          # the bias is in the accumulator
+    net = qloom.load(quantized)
+    assert len(net.layers) == len(base.layers) + 1
+    x, _ = calibration_inputs(None, net.input_shape, frames=20)
+    assert compare_with_qonnx(quantized, net, x).mismatches == ()
+
+
+def test_accumulator_coarser_than_the_result_is_refused(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"layers": {"dense_1": {"accumulator": "fixed<16,8>"}}}))
+    with pytest.raises(PrecisionError, match="layer 'dense_1': accumulator fixed<16,8> has a "
+                                             "coarser step"):
+        qloom.load(float_models.mlp(), precision="fixed<16,6>", precision_file=path)

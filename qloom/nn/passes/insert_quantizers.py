@@ -5,8 +5,9 @@ Where the quantizers go (hls4ml's places for its ``ap_fixed`` types):
 - the graph input: the input precision;
 - every MatMul/Conv weight and bias (a Conv's third input, or the constant of the Add
   right after the layer): the layer's weight and bias precisions;
-- a layer's accumulator, only when the precision file sets one (qloom's accumulators are
-  exact integers, wide enough never to overflow; hls4ml's ``accum_t``);
+- a layer's accumulator after its bias (hls4ml's ``accum_t``, which starts from the bias),
+  only when the precision file sets one: qloom's accumulators are otherwise exact
+  integers, wide enough never to overflow;
 - a layer's result (after its bias): the layer's result precision. A ReLU right after
   the layer takes the quantizer after it instead: with a saturating quantizer ``q`` that
   maps 0 to 0, ``relu(q(x)) == q(relu(x))``, so this saves a layer and changes no value;
@@ -119,8 +120,6 @@ class _Plan:
         if node.op_type == "Conv" and len(node.input) > 2 and node.input[2]:
             self.on_consts.append((node, 2, own.bias, f"{node.name}_bias_quant"))
         end = node.output[0]
-        if own.accumulator is not None:
-            self.after[end] = (own.accumulator, f"{node.name}_accumulator_quant")
         nxt = self._sole_consumer(end)
         if nxt is not None and nxt.op_type == "Add" and nxt.name not in self.config.layers:
             const = [i for i, t in enumerate(nxt.input) if t in self.consts]
@@ -128,11 +127,25 @@ class _Plan:
                 self.on_consts.append((nxt, const[0], own.bias, f"{node.name}_bias_quant"))
                 self.absorbed.add(nxt.name)
                 end = nxt.output[0]
+        if own.accumulator is not None:
+            self._accumulator(node, own)
+            self.after[end] = (own.accumulator, f"{node.name}_accumulator_quant")
         nxt = self._sole_consumer(end)
         if nxt is not None and nxt.op_type == "Relu" and nxt.name not in self.config.layers:
             self.absorbed.add(nxt.name)
             end = nxt.output[0]
         self.after[end] = (own.result, f"{node.name}_result_quant")
+
+    @staticmethod
+    def _accumulator(node, own):
+        """An accumulator precision the result can be requantized from: a shift right."""
+        acc, res = own.accumulator, own.result
+        if acc.frac_bits < res.frac_bits:
+            raise PrecisionError(
+                f"layer '{node.name}': accumulator {acc} has a coarser step "
+                f"(2**-{acc.frac_bits}) than its result {res} (2**-{res.frac_bits}); qloom "
+                f"requantizes by shifting right: give the accumulator at least "
+                f"{res.frac_bits} fractional bits")
 
     # ---- the rewrite ------------------------------------------------------------------
     def _quant(self, x, out, precision: Precision, name):
