@@ -5,7 +5,7 @@ quantized one is ``Network.execute`` (equal to qonnx on ``quantized.onnx``); bot
 same inputs: ``--calibration-inputs X.npy`` (frames ``[N, ...]`` of the model's input
 shape without its batch dimension, or with a batch of 1) or ``FRAMES`` frames drawn from
 N(0, 1) with a fixed seed. Reported: max and mean absolute error of the outputs, and the
-fraction of frames whose argmax (over the output's last axis) agrees.
+fraction of frames whose argmax (over the frame's whole output) agrees.
 """
 
 from __future__ import annotations
