@@ -76,7 +76,9 @@ def _add_load_options(p):
     p.add_argument("--precision", metavar="TYPE",
                    help="load a float model at this fixed-point precision, like hls4ml's "
                         "ap_fixed: 'fixed<16,6>' (W bits, I integer bits with the sign), "
-                        "'ufixed<W,I>', 'int<W>', 'uint<W>'")
+                        "'ufixed<W,I>', 'int<W>', 'uint<W>'; compile also takes 'auto' or "
+                        "'auto:TOL': the narrowest fixed<W,I> whose argmax agrees with the "
+                        "float model on TOL of the calibration frames (default 0.99)")
     p.add_argument("--precision-file", metavar="FILE",
                    help="TOML or JSON per-layer precisions (layer name -> weight, bias, "
                         "result, accumulator) and the model's default, rounding, overflow")
@@ -147,10 +149,34 @@ def _add_compile(sub):
     p.set_defaults(func=_run_compile)
 
 
+def _auto_precision(args):
+    """``--precision auto[:TOL]``: the narrowest uniform precision reaching TOL."""
+    from ..nn.quantize import float_reference
+    from .precision_auto import auto_precision, parse_auto
+    from .precision_cost import calibration_inputs
+    if args.precision_file or args.rounding:
+        raise QloomError("--precision auto searches one uniform precision: it takes no "
+                         "--precision-file or --rounding")
+    dims = float_reference(args.model).graph.input[0].type.tensor_type.shape.dim
+    shape = [1] + [d.dim_value for d in dims[1:]]
+    x, what = calibration_inputs(args.calibration_inputs, shape)
+    config, tries = auto_precision(args.model, parse_auto(args.precision), x, what,
+                                   load_options=load_options(args))
+    for t in tries:
+        print(f"qloom compile: --precision auto: {t['precision']} agrees on "
+              f"{100 * t['argmax_agreement']:.1f}%", file=sys.stderr)
+    return config, tuple(tries)
+
+
 def _run_compile(args) -> int:
     from ..nn.quantize import precision_config
     from .compile import compile_model
-    precision = precision_config(**precision_options(args))
+    from .precision_auto import parse_auto
+    tries = ()
+    if parse_auto(args.precision) is not None:
+        precision, tries = _auto_precision(args)
+    else:
+        precision = precision_config(**precision_options(args))
     if args.calibration_inputs and precision is None:
         raise QloomError("--calibration-inputs measures a precision: give --precision or "
                          "--precision-file too")
@@ -158,7 +184,7 @@ def _run_compile(args) -> int:
         args.model, args.out, board=args.board, clock_mhz=args.clock,
         target_fps=args.target_fps, fold=args.fold, dsp_budget=args.dsp_budget,
         pipeline=not args.no_pipeline, latency=args.latency,
-        load_options=load_options(args), precision=precision,
+        load_options=load_options(args), precision=precision, precision_tries=tries,
         calibration_inputs=args.calibration_inputs,
         progress=lambda msg: print(f"qloom compile: {msg}", file=sys.stderr))
     r = design.report

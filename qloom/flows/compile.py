@@ -48,6 +48,7 @@ class CompileConfig:
     latency: bool = False                # every layer at its fastest: dense layers unrolled
     precision: object = None             # a PrecisionConfig: the model is float (nn.quantize)
     calibration_inputs: object = None    # .npy path or array for the precision's cost
+    precision_tries: tuple = ()          # --precision auto: each width tried, its agreement
     # Tests only: words added to every skip FIFO the schedule sizes (negative: shallower
     # than reconvergent paths need, to show that they then stall).
     test_skip_fifo_words: int = 0
@@ -377,6 +378,7 @@ def _precision_report(state, cfg) -> dict | None:
     if cfg.precision is None:
         return None
     return {**cfg.precision.describe(), "quantized_model": "quantized.onnx",
+            **({"auto_tries": list(cfg.precision_tries)} if cfg.precision_tries else {}),
             "cost": state.precision_cost.as_dict() if state.precision_cost else None}
 
 

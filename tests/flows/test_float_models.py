@@ -118,3 +118,32 @@ def test_torch_export_fixed_batch(tmp_path):
     assert cost["argmax_agreement"] >= 0.98 and cost["max_abs_error"] < 0.005, cost
     res = design.simulate(x, backpressure=0.3, progress=False)
     assert res["mismatches"] == 0, res.get("first_mismatch")
+
+
+@pytest.mark.slow
+def test_precision_auto_picks_the_narrowest_width():
+    from qloom.flows.precision_auto import auto_precision
+    from qloom.flows.precision_cost import calibration_inputs
+    model = mlp_small()
+    x, what = calibration_inputs(None, (1, 16))
+    config, tries = auto_precision(model, 0.99, x, what)
+    assert tries[-1]["precision"] == str(config.default)
+    assert tries[-1]["argmax_agreement"] >= 0.99
+    assert all(t["argmax_agreement"] < 0.99 for t in tries[:-1])
+    widths = [int(t["precision"].split("<")[1].split(",")[0]) for t in tries]
+    assert widths == list(range(widths[0], widths[0] + len(widths)))
+
+
+@pytest.mark.parametrize("text, tol", [("auto", 0.99), ("auto:0.995", 0.995),
+                                       ("fixed<16,6>", None)])
+def test_precision_auto_tolerance(text, tol):
+    from qloom.flows.precision_auto import parse_auto
+    assert parse_auto(text) == tol
+
+
+@pytest.mark.parametrize("text", ["auto:2", "auto0.9", "auto:x"])
+def test_precision_auto_bad_tolerance(text):
+    from qloom.errors import QloomError
+    from qloom.flows.precision_auto import parse_auto
+    with pytest.raises(QloomError, match="auto:TOL"):
+        parse_auto(text)
