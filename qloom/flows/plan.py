@@ -285,11 +285,13 @@ def fit_to_budget(engines, fits: Callable[[Resources], bool], budget: Resources,
     candidates = sorted({e.cycles(f) for e in engines for f in e.folds()})
     best = None
     lo, hi = 0, len(candidates) - 1
-    # The most folded plan first: when even it does not fit, nothing does (and the search
-    # would only build every plan in between to say so).
+    # The most folded plan first: when even its engines alone do not fit, nothing does (and
+    # the search would only build every plan in between to say so). Its share beside the
+    # engines does not count here: the host link of a plan with narrower ports can be
+    # larger than a faster plan's, so a faster plan may fit where the slowest does not.
     slowest = spare_block_ram(engines, plan_for_cycles(engines, math.inf, options, how="auto"),
                               budget, fits, options, extra)
-    if not (fits(slowest.total + extra(slowest)) and (accept is None or accept(slowest))):
+    if not fits(slowest.total):
         lo = hi + 1
     # Resources grow as the cycle target shrinks; bisect over the sorted targets.
     while lo <= hi:
@@ -360,9 +362,11 @@ def shortfall(plan: Plan, budget: Resources, fits: Callable | None = None,
             if fits is not None and fits(Resources(**{**need, "lut": 0, "ff": 0})):
                 binding = ["logic cells (LUT + FF)"]
         what = " or ".join(k.upper() if k in need else k for k in binding) or "the total"
+        share = "the host link, usable iCE40 logic cells" if "logic cells" in what \
+            else "the host link"
         return (f"estimated {_amounts(need)} is within the budget {_amounts(have)}, but "
-                f"{what} is not once the board's share (the host link, usable iCE40 logic "
-                f"cells) is added; try a larger board")
+                f"{what} is not once the board's share ({share}) is added; try a larger "
+                f"board")
     parts = []
     for k in over:
         extra = need[k] - have[k]
