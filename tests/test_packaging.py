@@ -1,7 +1,8 @@
 """Packaging: ``python -m build`` makes an sdist and a wheel that ``twine check`` passes,
 and the wheel alone, installed into a fresh virtual environment outside the checkout, runs
-the README's quickstart on a bundled model (compile, simulate with Icarus). Slow tier: the
-fresh environment installs every dependency (from pip's cache after the first run)."""
+every command of the README's quickstart on a bundled model (compile, simulate with
+Icarus, build, deploy). Slow tier: the fresh environment installs every dependency (from
+pip's cache after the first run)."""
 
 from __future__ import annotations
 
@@ -45,11 +46,22 @@ def test_sdist_and_wheel_pass_twine_check(dist):
     assert report.stdout.count("PASSED") == 2, report.stdout
 
 
+def quickstart() -> list[list[str]]:
+    """The qloom commands of README.md's quickstart block, comments dropped."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Quickstart", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].split() for line in block.splitlines()
+            if line.strip().startswith("qloom ")]
+
+
 def test_the_wheel_alone_runs_the_quickstart(dist, tmp_path):
-    """A fresh venv outside the checkout with only the wheel (and the simulators on PATH):
-    ``qloom models``, ``qloom compile tfc_w1a1``, ``qloom simulate``."""
+    """A fresh venv outside the checkout with only the wheel (and the simulators on PATH)
+    runs every qloom command of the README's quickstart, bitstream and deploy included."""
     if shutil.which("iverilog") is None:
         pytest.skip("iverilog is not installed (make test installs it)")
+    commands = quickstart()
+    assert [c[1] for c in commands] == ["models", "inspect", "compile", "simulate", "build",
+                                        "deploy"], commands
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
@@ -62,12 +74,11 @@ def test_the_wheel_alone_runs_the_quickstart(dist, tmp_path):
     where = _run([python, "-c", "import qloom; print(qloom.__file__, qloom.__version__)"],
                  cwd=work, env=env).stdout.split()
     assert Path(where[0]).is_relative_to(env_dir) and where[1] == qloom.__version__
-    qloom_cmd = env_dir / "bin" / "qloom"
-    listed = _run([qloom_cmd, "models"], cwd=work, env=env).stdout
-    assert "tfc_w1a1" in listed and str(ROOT) not in listed
-    _run([qloom_cmd, "compile", "tfc_w1a1", "-o", "tfc", "--board", "icebreaker",
-          "--fold", "auto"], cwd=work, env=env, timeout=600)
-    _run([qloom_cmd, "simulate", "tfc", "--random", "8", "--sim", "icarus"], cwd=work,
-         env=env, timeout=900)
-    results = json.loads((work / "tfc" / "sim" / "results.json").read_text())
-    assert results["frames"] == 8 and results["mismatches"] == 0
+    outputs = [_run([env_dir / "bin" / c[0], *c[1:]], cwd=work, env=env, timeout=1800).stdout
+               for c in commands]
+    assert "tfc_w1a1" in outputs[0] and str(ROOT) not in outputs[0]
+    results = json.loads((work / "out" / "tfc" / "sim" / "results.json").read_text())
+    assert results["frames"] == 200 and results["mismatches"] == 0
+    build = json.loads((work / "out" / "tfc" / "build" / "report.json").read_text())
+    assert Path(build["bitstream"]).is_file() and build["fmax_mhz"] > 0
+    assert (work / "out" / "tfc" / "deploy" / "program.sh").is_file()

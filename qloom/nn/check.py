@@ -85,7 +85,7 @@ def qonnx_reference(model):
     from qonnx.transformation.infer_shapes import InferShapes
     from qonnx.util.cleanup import cleanup_model
 
-    from .load import _fix_input_shapes, _quiet_qonnx, _read
+    from .read import fix_input_shapes as _fix_input_shapes, quiet_qonnx as _quiet_qonnx, read_model as _read
     proto = onnx.ModelProto()
     proto.CopyFrom(_read(model))
     _fix_input_shapes(proto)

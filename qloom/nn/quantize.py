@@ -105,7 +105,7 @@ def _restore_names(wrapper, names: SourceNames) -> None:
 def float_reference(model) -> onnx.ModelProto:
     """The float model as qloom reads it: opset upgraded, batch of 1 (steps 1 and 2), for
     onnxruntime to run as the reference of the precision's cost."""
-    from .load import _read
+    from .read import read_model as _read
     proto = onnx.ModelProto()
     proto.CopyFrom(_read(model))
     proto, _ = UpgradeOpset().apply(proto)
@@ -119,7 +119,7 @@ def quantize_float(model, config: PrecisionConfig) -> onnx.ModelProto:
     from qonnx.transformation.infer_shapes import InferShapes
     from qonnx.transformation.remove import RemoveIdentityOps
 
-    from .load import _read, prepare
+    from .read import prepare, read_model as _read
     if not isinstance(config, PrecisionConfig):
         raise TypeError(f"Config must be a PrecisionConfig, not {config!r}")
     proto = _read(model)
