@@ -37,6 +37,9 @@ def precision_config(precision=None, precision_file=None, rounding=None,
     """The ``PrecisionConfig`` of the load options; None when no precision is asked for."""
     if isinstance(precision, PrecisionConfig):
         return precision
+    if isinstance(precision, str) and precision.strip().lower().startswith("auto"):
+        raise QloomError("precision 'auto' is a search that `qloom compile --precision auto` "
+                         "runs; loading takes one precision, such as 'fixed<16,6>'")
     if precision is None and precision_file is None:
         if rounding is not None or overflow is not None:
             raise QloomError("a rounding or overflow mode needs a precision "

@@ -260,3 +260,8 @@ def test_accumulator_coarser_than_the_result_is_refused(tmp_path):
     with pytest.raises(PrecisionError, match="layer 'dense_1': accumulator fixed<16,8> has a "
                                              "coarser step"):
         qloom.load(float_models.mlp(), precision="fixed<16,6>", precision_file=path)
+
+
+def test_load_refuses_auto_with_a_pointer_to_compile():
+    with pytest.raises(QloomError, match="qloom compile --precision auto"):
+        qloom.load(float_models.mlp(), precision="auto")
