@@ -71,9 +71,39 @@ def clock_fmax(pnr: dict) -> float | None:
     return min(v["achieved"] for v in sync) if sync else pnr["fmax_mhz"]
 
 
+def _place_with_fallbacks(family: str, seed, netlist: Path, cwd: Path, report: Path,
+                          log: Path, output: Path, stop, options: dict) -> dict:
+    """nextpnr on the prepared ``netlist`` with ``seed`` into these files, with the
+    fallbacks of ``placement_tries`` when it cannot legalize a placement: the run's row
+    (``{"seed", "placer", "fmax_mhz"}``); a ToolError naming every try when none places."""
+    failed = []
+    for placer, try_seed in placement_tries(seed):
+        how = _describe(placer, try_seed)
+        try:
+            synth.run_nextpnr(
+                family, netlist=netlist, cwd=cwd, report=report, log=log, output=output,
+                seed=try_seed, placer=placer, prepared=True, stop=stop,
+                step=(f"nextpnr-{family} ({how})" if failed or stop is not None else None),
+                **options)
+        except ToolError as e:
+            if not any(text in str(e) for text in PLACEMENT_FAILURES):
+                raise
+            failed.append(how)
+            print(f"[qloom] nextpnr could not legalize a placement ({how})", flush=True)
+            continue
+        return {"seed": try_seed, "placer": placer or "heap",
+                "fmax_mhz": clock_fmax(synth.read_nextpnr_report(report))}
+    raise ToolError(
+        f"nextpnr-{family} could not place the design on {options['device']}: tried "
+        f"{'; '.join(failed)}; every placer stopped at legalization (logic tiles whose "
+        f"cells cannot share their clock, enable, reset or carry chain). Recompile with "
+        f"a smaller folding (qloom compile ... --fold auto, or a lower --target-fps); "
+        f"last log: {log}")
+
+
 def place_and_route(family: str, seeds: list, target_mhz: float, *, netlist: Path, cwd: Path,
                     report: Path, log: Path, output: Path, engines: list[str] | None,
-                    jobs: int | None = None, **options) -> tuple[int | None, list]:
+                    jobs: int | None = None, **options) -> tuple[dict, list]:
     """nextpnr on Yosys' ``netlist`` with each of ``seeds`` (``seed_list``) until one
     meets ``target_mhz``; the fastest run's ``report``, ``log`` and routed ``output`` are
     left under those names. A run whose placement nextpnr cannot legalize is tried again
@@ -85,31 +115,8 @@ def place_and_route(family: str, seeds: list, target_mhz: float, *, netlist: Pat
     prepared = synth.prepare_netlist(family, netlist, options["device"], engines)
 
     def run(seed, rep, lg, out, stop=None):
-        """nextpnr with ``seed`` into these files (``stop``: of a sweep), with the
-        fallbacks of ``placement_tries``: the run's row."""
-        failed = []
-        for placer, try_seed in placement_tries(seed):
-            how = _describe(placer, try_seed)
-            try:
-                synth.run_nextpnr(
-                    family, netlist=prepared, cwd=cwd, report=rep, log=lg, output=out,
-                    seed=try_seed, placer=placer, prepared=True, stop=stop,
-                    step=(f"nextpnr-{family} ({how})" if failed or stop is not None
-                          else None), **options)
-            except ToolError as e:
-                if not any(text in str(e) for text in PLACEMENT_FAILURES):
-                    raise
-                failed.append(how)
-                print(f"[qloom] nextpnr could not legalize a placement ({how})", flush=True)
-                continue
-            return {"seed": try_seed, "placer": placer or "heap",
-                    "fmax_mhz": clock_fmax(synth.read_nextpnr_report(rep))}
-        raise ToolError(
-            f"nextpnr-{family} could not place the design on {options['device']}: tried "
-            f"{'; '.join(failed)}; every placer stopped at legalization (logic tiles whose "
-            f"cells cannot share their clock, enable, reset or carry chain). Recompile with "
-            f"a smaller folding (qloom compile ... --fold auto, or a lower --target-fps); "
-            f"last log: {lg}")
+        """nextpnr with ``seed`` into these files (``stop``: of a sweep): the run's row."""
+        return _place_with_fallbacks(family, seed, prepared, cwd, rep, lg, out, stop, options)
 
     if len(seeds) == 1:
         kept = run(seeds[0], report, log, output)
