@@ -10,7 +10,6 @@ the repository.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
@@ -66,19 +65,18 @@ def _boards() -> str:
 
 
 def _build_suite() -> str:
-    path = ROOT / "bench" / "results" / "build_suite.json"
-    if not path.is_file():
+    """The recorded build suite as ``bench/build_suite.py`` writes its table."""
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location("bench_build_suite",
+                                                  ROOT / "bench" / "build_suite.py")
+    suite = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = suite           # its dataclasses look their module up
+    spec.loader.exec_module(suite)
+    rows = suite.read_results(suite.RESULTS)
+    if not rows:
         return "No recorded results yet (`python bench/build_suite.py --record`)."
-    rows = json.loads(path.read_text())["designs"]
-    out = ["| design | status | target MHz | Fmax MHz | LUT/LC | FF | DSP | BRAM |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        used = r.get("used", {})
-        out.append(f"| {r['design']} | {r['status']} | {r.get('target_mhz', '')} | "
-                   f"{r.get('fmax_mhz', '')} | "
-                   + " | ".join(str(used.get(k, "")) for k in ("lut", "ff", "dsp", "bram"))
-                   + " |")
-    return "\n".join(out)
+    return suite.table(rows.values())
 
 
 GENERATORS = {"cli": _cli, "ops": _ops, "engines": _engines, "boards": _boards,
