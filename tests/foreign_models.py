@@ -101,3 +101,40 @@ def segmentation_net(nhwc_output=False, quantized_output=False, seed=0):
 
 def segmentation_inputs(n, seed=1):
     return np.random.default_rng(seed).uniform(0, 3, (n, 3, 8, 8)).astype(np.float32)
+
+
+def monotone_activations_cnn(seed=0):
+    """A conv net whose activations are the monotone kinds other converters write between
+    quantizers, each absorbed into thresholds: LeakyRelu (slope 0.1), per-channel PRelu
+    after a depthwise convolution, Elu, a decreasing HardSigmoid, and Sigmoid after a dense
+    layer; [1, 3, 8, 8] in, 5 scores out."""
+    g = GraphBuilder()
+    rng = np.random.default_rng(seed)
+
+    def weights(shape, scale=0.125):
+        return g.quant(g.const(rng.normal(0, 1.5, shape).astype(np.float32) * scale), scale, 4,
+                       narrow=True)
+
+    def bias(c):
+        return g.const(rng.normal(0, 0.3, (1, c, 1, 1)).astype(np.float32))
+
+    x = g.quant(g.input([1, 3, 8, 8]), 0.25, 4, signed=True)
+    x = g.node("Add", [g.node("Conv", [x, weights((6, 3, 3, 3))], kernel_shape=[3, 3],
+                              pads=[1] * 4), bias(6)])
+    x = g.quant(g.node("LeakyRelu", [x], alpha=0.1), 0.25, 4)
+    x = g.node("Conv", [x, weights((6, 1, 3, 3))], kernel_shape=[3, 3], group=6)
+    slopes = g.const(np.array([0.5, 0.25, 0.0, 2.0, 0.125, 1.0], np.float32).reshape(6, 1, 1))
+    x = g.quant(g.node("PRelu", [x, slopes]), 0.25, 4)
+    x = g.node("Conv", [x, weights((4, 6, 1, 1))], kernel_shape=[1, 1])
+    x = g.quant(g.node("Elu", [g.node("Add", [x, bias(4)])], alpha=0.7), 0.125, 5)
+    x = g.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = g.node("Conv", [x, weights((4, 4, 1, 1))], kernel_shape=[1, 1])
+    x = g.quant(g.node("HardSigmoid", [x], alpha=-0.7, beta=0.5), 0.0625, 4, signed=False)
+    x = g.node("Flatten", [x], axis=1)
+    x = g.node("MatMul", [x, weights((36, 8), 0.5)])
+    x = g.quant(g.node("Sigmoid", [x]), 2.0 ** -4, 4, signed=False)
+    return g.model(g.node("MatMul", [x, weights((8, 5))]))
+
+
+def monotone_activations_inputs(n, seed=1):
+    return np.random.default_rng(seed).normal(0, 0.8, (n, 3, 8, 8)).astype(np.float32)

@@ -41,7 +41,8 @@ def unet_inputs(n: int, h: int = 16, w: int = 16, seed: int = 1):
 def separable_unet_model(size: int = 256, levels: int = 4, base: int = 8, seed: int = 0,
                          opset: int = 13):
     """The realistic-size U-Net: ``levels`` levels of a depthwise 3x3 and a pointwise 1x1
-    convolution (ReLU quantized to 4 bits after each), MaxPool down, nearest Resize x2 up,
+    convolution (LeakyRelu of slope 1/8 quantized to signed 4 bits after each, as Keras
+    U-Nets write it), MaxPool down, nearest Resize x2 up,
     a Concat skip per level, and a 1x1 convolution to a 2-channel map; ``base`` channels at
     the top level, doubled per level down."""
     g, rng = GraphBuilder(), np.random.default_rng(seed)
@@ -51,7 +52,7 @@ def separable_unet_model(size: int = 256, levels: int = 4, base: int = 8, seed: 
         return g.quant(g.const(w), 0.125, 4, signed=True, narrow=True)
 
     def act(x):
-        return g.quant(g.node("Relu", [x]), 0.5, 4, signed=False)
+        return g.quant(g.node("LeakyRelu", [x], alpha=0.125), 0.5, 4, signed=True)
 
     def block(x, cin, cout):
         x = act(g.node("Conv", [x, weights(cin, 1, 3)], kernel_shape=[3, 3], pads=[1] * 4,
