@@ -273,19 +273,11 @@ HIDE_ELEMENT_NAMES = r"rename -hide w:*\[*; opt_clean"
 AFTER_READ = f"{KEEP_COPIES}; {HIDE_ELEMENT_NAMES}"
 
 
-# nextpnr-ecp5's router1 was still routing the jet tagger (133 DSP blocks) after 20 minutes
-# with its blocks where nextpnr's legaliser put them; router2 finished it in 2. With the
-# blocks placed in lane order (qloom.flows.ecp5_dsp_place, the 85F die) router1 routes it in
-# 3 minutes and better: 155.5 MHz against router2's 139.3 on the same netlist. On TFC-w1a1
-# (no DSP) router1 gave 137 MHz, router2 114 MHz.
-# On large designs with many block RAMs router1 crawls: CNV-w1a1 (40k LUT4, 180 DP16KD)
-# still had 171k arcs to route after 54k iterations (about 20 minutes), LFC-w1a1 (21k
-# LUT4, 167 DP16KD) 84k after 124k. On large designs of logic alone it routes, and better
-# (2026-12-05, the 85F at a 100 MHz target): the jet tagger at II 1 (52,371 TRELLIS_COMB,
-# 62%, no block RAM), one placement, router1 in 257 s at 109.31 MHz against router2's
-# 88.94 (211 s; with --tmg-ripup 99.50, and at another seed it had not converged after 211
-# iterations); TFC-w1a1 at II 1 (51,438 TRELLIS_COMB) router1 in 170 s at 113.01 MHz,
-# router2 104.77 in session 26.
+# The ECP5 router: router1 (nextpnr's default) routes better when qloom places the DSP
+# blocks in lane order (ecp5_dsp_place) and on large designs of logic alone; router2 finishes
+# where router1 crawls: many DSP blocks left where nextpnr's legaliser puts them, and large
+# designs with many block RAMs. The thresholds and the builds that set them are in
+# docs/notes/timing_closure.md.
 ROUTER2_FROM_DSPS = 64
 ROUTER2_FROM_LUTS = 20000
 ROUTER2_FROM_BRAMS = 32

@@ -59,13 +59,10 @@ def chain_schedule(layers, options: BuildOptions) -> tuple[int, int | None, int]
 
 # Neurons per cluster on ECP5 for a chain over CLUSTER_MIN_LUTS LUT4s (the uncalibrated
 # count with products and sums shared across whole layers): its products and sums are then
-# shared only within a cluster, so that no adder's nets cross the layer. Measured on the
-# jet tagger at II 1 (45.5k LUT4 shared) on the ECP5-85F, router2's overused wires:
-# fully shared, stalled near 30,000; clusters of 16 near 6,000; of 8 near 1,500; of 4
-# (+18% LUT4 in Yosys) routed: timing met at 70 MHz, Fmax 75.67; of 2 (1.6% more cells
-# than 4): met at 80 MHz, Fmax 82.7 (79.67 at a 100 MHz target). The largest design measured
-# routing fully shared was half its first layer (10.7k); the threshold lies between, above
-# each of its layers alone (at most 21.4k, so bench/latency.py's comparisons stand).
+# shared only within a cluster, so that no adder's nets cross the layer. Fully shared, a
+# chain of that size does not route on the ECP5-85F (router2's overused wires stall); the
+# smaller the clusters, the fewer overused wires, for a few per cent more cells. The
+# measurements are in docs/notes/latency_mode.md.
 _CLUSTER = {Family.ECP5: 2}
 CLUSTER_MIN_LUTS = 32_768
 
