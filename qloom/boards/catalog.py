@@ -12,9 +12,9 @@ from amaranth_boards.ulx3s import ULX3S_25F_Platform, ULX3S_85F_Platform
 from ..errors import QloomError
 from ..hw.sdram.chip import ULX3S_SDRAM
 from ..hw.spram import UP5K_SPRAMS
-from .board import Board, Family, Resources
+from .board import Board, Device, Family, Resources
 
-__all__ = ["BOARDS", "get_board"]
+__all__ = ["BOARDS", "get_board", "UP5K", "LFE5U_85F", "LFE5U_25F", "XC7A35T"]
 
 
 class OrangeCrab25FWithUART(OrangeCrabR0_2_25FPlatform):
@@ -26,38 +26,38 @@ class OrangeCrab25FWithUART(OrangeCrabR0_2_25FPlatform):
     ]
 
 
-_ECP5_85F = Resources(lut=83640, ff=83640, dsp=156, bram=208)
-_ECP5_25F = Resources(lut=24288, ff=24288, dsp=28, bram=56)
+UP5K = Device("iCE40UP5K", Family.ICE40, Resources(lut=5280, ff=5280, dsp=8, bram=30),
+              sprams=UP5K_SPRAMS)
+LFE5U_85F = Device("LFE5U-85F", Family.ECP5, Resources(lut=83640, ff=83640, dsp=156, bram=208))
+LFE5U_25F = Device("LFE5U-25F", Family.ECP5, Resources(lut=24288, ff=24288, dsp=28, bram=56))
+XC7A35T = Device("xc7a35ti", Family.XILINX7, Resources(lut=20800, ff=41600, dsp=90, bram=50))
 
 BOARDS: dict[str, Board] = {b.name: b for b in [
     Board(name="icebreaker", title="1BitSquared iCEBreaker",
-          platform=ICEBreakerPlatform, family=Family.ICE40, device="iCE40UP5K",
-          package="SG48", budget=Resources(lut=5280, ff=5280, dsp=8, bram=30),
+          platform=ICEBreakerPlatform, chip=UP5K, package="SG48",
           oscillator_mhz=12.0, clock_mhz=50.25,
           programmer="iceprog {bitstream}", bitstream_ext="bin",
-          uart_note="FTDI channel B (usually /dev/ttyUSB1)", max_baud=1_000_000,
-          sprams=UP5K_SPRAMS),
+          uart_note="FTDI channel B (usually /dev/ttyUSB1)", max_baud=1_000_000),
     Board(name="ulx3s-85f", title="Radiona ULX3S (LFE5U-85F)",
-          platform=ULX3S_85F_Platform, family=Family.ECP5, device="LFE5U-85F",
-          package="BG381", budget=_ECP5_85F, oscillator_mhz=25.0, clock_mhz=150.0,
+          platform=ULX3S_85F_Platform, chip=LFE5U_85F, package="BG381",
+          oscillator_mhz=25.0, clock_mhz=150.0,
           programmer="openFPGALoader -b ulx3s {bitstream}", bitstream_ext="bit",
           uart_note="the FTDI US1 port (usually /dev/ttyUSB0)", max_baud=3_000_000,
           sdram=ULX3S_SDRAM),
     Board(name="ulx3s-25f", title="Radiona ULX3S (LFE5U-25F)",
-          platform=ULX3S_25F_Platform, family=Family.ECP5, device="LFE5U-25F",
-          package="BG381", budget=_ECP5_25F, oscillator_mhz=25.0, clock_mhz=150.0,
+          platform=ULX3S_25F_Platform, chip=LFE5U_25F, package="BG381",
+          oscillator_mhz=25.0, clock_mhz=150.0,
           programmer="openFPGALoader -b ulx3s {bitstream}", bitstream_ext="bit",
           uart_note="the FTDI US1 port (usually /dev/ttyUSB0)", max_baud=3_000_000,
           sdram=ULX3S_SDRAM),
     Board(name="orangecrab-25f", title="Good Stuff Department OrangeCrab r0.2 (LFE5U-25F)",
-          platform=OrangeCrab25FWithUART, family=Family.ECP5, device="LFE5U-25F",
-          package="MG285", budget=_ECP5_25F, oscillator_mhz=48.0, clock_mhz=96.0,
+          platform=OrangeCrab25FWithUART, chip=LFE5U_25F, package="MG285",
+          oscillator_mhz=48.0, clock_mhz=96.0,
           programmer="ecpprog -S {bitstream}  # or: dfu-util -a 0 -D {bitstream}",
           bitstream_ext="bit",
           uart_note="a 3.3 V USB-UART adapter on Feather pins 0 (board RX) and 1 (board TX)"),
     Board(name="arty-a7-35", title="Digilent Arty A7-35T",
-          platform=ArtyA7_35Platform, family=Family.XILINX7, device="xc7a35ti",
-          package="csg324", budget=Resources(lut=20800, ff=41600, dsp=90, bram=50),
+          platform=ArtyA7_35Platform, chip=XC7A35T, package="csg324",
           oscillator_mhz=100.0, clock_mhz=100.0,
           programmer="openFPGALoader -b arty {bitstream}  # or Vivado hw_server",
           bitstream_ext="bit",

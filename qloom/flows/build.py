@@ -22,8 +22,9 @@ from ..boards import Board, Family, Resources, get_board
 from ..boards.board import CELL_FILL
 from ..errors import QloomError, ToolError
 from ..manifest import input_registered, read_manifest
-from ..hw.board_top import BoardTop, VerilogAccelerator, ecp5_pll, ice40_pll
+from ..hw.board_top import BoardTop, VerilogAccelerator, pll_plan
 from ..hw.protocol import WireFormat
+from ..hw.target import clock_mhz as target_clock
 from ..hw.uart import divisor_for
 from . import outdir, synth
 from .html_report import write_report_html
@@ -97,10 +98,9 @@ def link_share(manifest: dict, board: Board) -> Resources:
     """The board top's estimated share beside the accelerator (``qloom.hw.link.estimate``)
     for the design's streams on ``board``."""
     from ..hw import link
-    from ..hw.estimate import Family
     return link.estimate(WireFormat.from_manifest(manifest["input"]),
                          WireFormat.from_manifest(manifest["output"]),
-                         Family.of(board.family.value),
+                         board.family.estimated_as,
                          registered_feed=input_registered(manifest))
 
 
@@ -141,11 +141,10 @@ def fit_check(report: dict | None, board: Board, manifest: dict) -> dict:
 
 
 def _clock_for(board: Board, manifest: dict, clock_mhz: float | None) -> float:
-    if clock_mhz is not None:
-        return float(clock_mhz)
-    if _manifest_board(manifest) == board.name and manifest.get("clock_mhz"):
-        return float(manifest["clock_mhz"])
-    return board.clock_mhz
+    """The clock to build at (``qloom.hw.target.clock_mhz``): the design's own only when
+    it was compiled for this board."""
+    recorded = manifest.get("clock_mhz") if _manifest_board(manifest) == board.name else None
+    return target_clock(clock_mhz, recorded=recorded, board=board.clock_mhz)
 
 
 def _baud_for(board: Board, clock_mhz: float, baud: int | None) -> int:
@@ -169,12 +168,7 @@ def board_top(out_dir, manifest: dict, board: Board, clock_mhz: float, baud: int
         platform.add_file(Path(name).name, (Path(out_dir) / name).read_text())
     fin = WireFormat.from_manifest(manifest["input"])
     fout = WireFormat.from_manifest(manifest["output"])
-    if board.family is Family.ICE40:
-        pll = ice40_pll(board.oscillator_mhz, clock_mhz)
-    elif board.family is Family.ECP5:
-        pll = ecp5_pll(board.oscillator_mhz, clock_mhz)
-    else:
-        pll = None   # Xilinx: the 100 MHz oscillator as is
+    pll = pll_plan(board.family, board.oscillator_mhz, clock_mhz)
     if pll is not None and pll.error > 0.01:
         print(f"[qloom] the PLL makes {pll.achieved_mhz} MHz (asked for {clock_mhz} MHz)")
     baud = _baud_for(board, pll.achieved_mhz if pll else board.oscillator_mhz, baud)

@@ -22,8 +22,8 @@ from ..errors import InternalError, QloomError, raise_interrupt
 from ..manifest import FORMAT as MANIFEST_FORMAT, read_manifest, write_manifest
 from ..hw.dsp import simulation_models
 from ..hw.protocol import WireFormat
+from ..hw.target import Family, Resources, clock_mhz as target_clock
 from . import fold_auto, outdir
-from .cost import Family, Resources
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
 from .plan import (Plan, edge_elements, fifo_plan, plan_default, plan_for_cycles,
@@ -38,7 +38,7 @@ __all__ = ["CompileConfig", "Design", "compile_model", "run_steps", "STEPS"]
 
 @dataclass(frozen=True)
 class CompileConfig:
-    clock_mhz: float | None = None       # None: the board's default clock, else 100 MHz
+    clock_mhz: float | None = None       # None: the board's default (hw.target.clock_mhz)
     target_fps: float | None = None
     fold: str | Path | dict | None = None   # a fold file, a dict like it, or "auto"
     board: str | None = None
@@ -106,7 +106,7 @@ def step_target(state, cfg):
     if cfg.board is not None:
         from ..boards import get_board
         state.board = get_board(cfg.board)
-        family = Family.of(state.board.family.value)
+        family = state.board.family.estimated_as
         if dsp_budget is None:
             dsp_budget = state.board.budget.dsp
     sprams = state.board.sprams if state.board is not None else 0
@@ -116,11 +116,8 @@ def step_target(state, cfg):
 
 
 def _clock_mhz(state, cfg) -> float:
-    if cfg.clock_mhz is not None:
-        return float(cfg.clock_mhz)
-    if state.board is not None:
-        return float(state.board.clock_mhz)
-    return 100.0
+    return target_clock(cfg.clock_mhz,
+                        board=state.board.clock_mhz if state.board is not None else None)
 
 
 def step_fold(state, cfg):

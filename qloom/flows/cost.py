@@ -5,8 +5,9 @@ engines and the planner use, so that there is one definition of each."""
 
 from __future__ import annotations
 
-from ..hw.estimate import (Family, Resources, adder_tree_luts, calibrated, comparator_luts,
-                           has_lutram, memory_cost, ram_cost, use_block_ram)
+from ..hw.estimate import (adder_tree_luts, calibrated, comparator_luts, has_lutram,
+                           memory_cost, ram_cost, use_block_ram)
+from ..hw.target import Family, Resources
 
 __all__ = ["Family", "Resources", "memory_cost", "ram_cost", "use_block_ram", "adder_tree_luts",
            "comparator_luts", "calibrated", "has_lutram"]

@@ -67,11 +67,6 @@ class Plan:
         return total
 
 
-def _weight(r: Resources) -> float:
-    """One number to rank foldings by: LUT-equivalents."""
-    return r.lut + 0.5 * r.ff + 200 * r.dsp + 100 * r.bram
-
-
 def _allocate_dsps(engines, folds, options: BuildOptions) -> dict:
     """Give DSP blocks to multiply-accumulate engines within the budget, widest products
     first (a DSP saves the most LUTs there)."""
@@ -225,9 +220,10 @@ def _cheapest(engine: Engine, target_cycles: float, options: BuildOptions) -> Fo
     """The cheapest folding meeting ``target_cycles``; the fastest one if none does."""
     folds = engine.folds()
     meeting = [f for f in folds if engine.cycles(f) <= target_cycles]
+    weight = options.family.target.weight     # LUT-equivalents
     if not meeting:
-        return min(folds, key=lambda f: (engine.cycles(f), _weight(engine.resources(f, options))))
-    return min(meeting, key=lambda f: (_weight(engine.resources(f, options)),
+        return min(folds, key=lambda f: (engine.cycles(f), weight(engine.resources(f, options))))
+    return min(meeting, key=lambda f: (weight(engine.resources(f, options)),
                                        engine.cycles(f), abs(f.pe - f.simd)))
 
 

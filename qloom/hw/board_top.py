@@ -21,9 +21,10 @@ from ..manifest import input_registered
 from .link import Link, frame_layout
 from .protocol import WireFormat
 from .spram import SpiSignature
+from .target import Family
 from .uart import UARTRx, UARTTx, check_divisor, divisor_for
 
-__all__ = ["PLLPlan", "ice40_pll", "ecp5_pll", "VerilogAccelerator", "LinkCore", "BoardTop",
+__all__ = ["PLLPlan", "ice40_pll", "ecp5_pll", "pll_plan", "VerilogAccelerator", "LinkCore", "BoardTop",
            "link_core_verilog"]
 
 
@@ -92,6 +93,18 @@ def ecp5_pll(input_mhz: float, target_mhz: float) -> PLLPlan:
     return PLLPlan("EHXPLLL", input_mhz, target_mhz, round(out, 4), {
         "CLKI_DIV": in_div, "CLKFB_DIV": fb_div, "CLKOP_DIV": op_div,
         "CLKOP_CPHASE": op_div - 1, "CLKOP_FPHASE": 0})
+
+
+# The PLL of each family that has one qloom drives.
+_PLLS = {Family.ICE40: ice40_pll, Family.ECP5: ecp5_pll}
+
+
+def pll_plan(family: Family, input_mhz: float, target_mhz: float) -> PLLPlan | None:
+    """The PLL settings that make ``target_mhz`` from the ``input_mhz`` oscillator on
+    ``family``; None for a family whose board top runs on the oscillator as it is (Xilinx 7,
+    built by the vendor's tools)."""
+    pll = _PLLS.get(family)
+    return pll(input_mhz, target_mhz) if pll is not None else None
 
 
 class VerilogAccelerator(wiring.Component):

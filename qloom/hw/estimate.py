@@ -17,15 +17,14 @@ are).
 
 from __future__ import annotations
 
-import enum
 import functools
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..boards.board import Resources
 from . import mem_pack
+from .target import Family, Resources
 
 __all__ = ["Family", "Resources", "Features", "calibrated", "coefficients", "bram_count",
            "block_bits", "bit_efficiency", "rom_luts", "memory_cost", "ram_cost",
@@ -33,23 +32,6 @@ __all__ = ["Family", "Resources", "Features", "calibrated", "coefficients", "bra
            "comparator_luts", "unelaborated", "CALIBRATION_FILE"]
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
-
-
-class Family(enum.Enum):
-    ICE40 = "ice40"
-    ECP5 = "ecp5"
-    GENERIC = "generic"   # counted like ECP5 (LUT4 fabric with 18x18 multipliers)
-
-    @classmethod
-    def of(cls, name: str) -> "Family":
-        """The cost model's family for a board's family name (GENERIC for the others)."""
-        return {f.value: f for f in cls}.get(name, cls.GENERIC)
-
-
-# One block RAM is worth this many LUT4s: a ROM goes to block RAM only when its LUT
-# implementation would cost more than that per block (roughly the device's LUT/BRAM ratio
-# over two, so that neither runs out first).
-_LUTS_PER_BRAM = {Family.ICE40: 90, Family.ECP5: 200, Family.GENERIC: 200}
 
 
 @dataclass
@@ -109,7 +91,7 @@ def coefficients() -> dict:
 def calibrated(features: Features, family: Family) -> Resources:
     """The template's resources: every LUT and FF feature times its coefficient for
     ``family`` (1 where none was fitted), rounded once."""
-    key = Family.ECP5.value if family is Family.GENERIC else family.value
+    key = family.target.calibrated_as.value
     weights = coefficients().get(key, {}).get(features.template, {})
 
     def total(kind):
@@ -127,7 +109,7 @@ def bram_count(depth: int, width: int, family: Family) -> int:
 
 def block_bits(family: Family) -> int:
     """The bits one block RAM of ``family`` holds."""
-    return mem_pack.BLOCK_BITS["ecp5" if family is Family.GENERIC else family.value]
+    return mem_pack.BLOCK_BITS[family.target.calibrated_as.value]
 
 
 def bit_efficiency(features, family: Family) -> dict | None:
@@ -155,8 +137,8 @@ def rom_luts(depth: int, width: int, family: Family) -> int:
 
 
 def has_lutram(family: Family) -> bool:
-    """Whether the family has distributed RAM cells (ECP5's 16x4 TRELLIS_DPR16X4)."""
-    return family is not Family.ICE40
+    """Whether the family has distributed RAM cells (``FamilyTarget.lut_ram``)."""
+    return family.target.lut_ram
 
 
 def _ram_logic(depth: int, width: int, family: Family) -> Resources:
@@ -181,8 +163,9 @@ def use_block_ram(depth: int, width: int, family: Family, writable: bool = False
     """Whether a memory of ``depth`` words of ``width`` bits belongs in block RAM: a
     read-only one from 17 words on when its LUTs would cost more than the blocks (or, on
     the ECP5, its address would fan out to more than ``ROM_ADDRESS_FANOUT`` LUTs), a
-    writable one when its flip-flops and read mux would."""
-    blocks = _LUTS_PER_BRAM[family] * bram_count(depth, width, family)
+    writable one when its flip-flops and read mux would (a block priced at the family's
+    ``FamilyTarget.luts_per_bram``)."""
+    blocks = family.target.luts_per_bram * bram_count(depth, width, family)
     if writable:
         logic = _ram_logic(depth, width, family)
         return depth > 2 and logic.lut + logic.ff > blocks

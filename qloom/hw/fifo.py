@@ -10,7 +10,8 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .estimate import Family, fifo_block_ram, has_lutram
+from .estimate import fifo_block_ram, has_lutram
+from .target import Family
 from .weight_mem import RamStyle, read_register
 
 __all__ = ["StreamFIFO", "fifo_storage", "fifo_registered_read"]

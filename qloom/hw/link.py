@@ -11,7 +11,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .estimate import Family, Features, auto_ram_cost, calibrated
+from .estimate import Features, auto_ram_cost, calibrated
+from .target import Family
 from .protocol import CRC_INIT, REQUEST_SYNC, REPLY_SYNC, Status, WireFormat, crc16_step
 from .skid import SkidBuffer, skid_cost
 from .weight_mem import kept_register

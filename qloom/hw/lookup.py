@@ -17,9 +17,9 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..boards.board import Resources
 from ..nn.dtypes import DataType
-from .estimate import Family, Features, memory_cost, use_block_ram
+from .estimate import Features, memory_cost, use_block_ram
+from .target import Family, Resources
 from .types import shape_of
 from .weight_mem import RamStyle, rom
 

@@ -28,6 +28,8 @@ import functools
 import math
 from dataclasses import dataclass
 
+from .target import Family
+
 __all__ = ["BlockShape", "Slice", "Packing", "BLOCK_SHAPES", "BLOCK_BITS", "pack",
            "bit_efficiency", "bank_depth", "banked_blocks"]
 
@@ -44,12 +46,12 @@ class BlockShape:
 
 
 def _family_key(family) -> str:
-    """The packing rules of ``family`` (a qloom Family or its value); 'generic' is
-    counted like ECP5, as the rest of the cost model does."""
+    """The packing rules of ``family`` (a qloom Family or its value): those of its
+    ``FamilyTarget.calibrated_as`` ('generic' is counted like ECP5)."""
     value = family.value if isinstance(family, enum.Enum) else str(family)
     if value not in ("ice40", "ecp5", "generic"):
         raise ValueError(f"Family must be 'ice40', 'ecp5' or 'generic', not {family!r}")
-    return "ecp5" if value == "generic" else value
+    return Family(value).target.calibrated_as.value
 
 
 # The read-port aspect ratios a read-only memory can use (Yosys' share/lattice/

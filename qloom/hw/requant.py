@@ -21,7 +21,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import Rounding
-from .estimate import Family, Features, memory_cost, use_block_ram
+from .estimate import Features, memory_cost, use_block_ram
+from .target import Family
 from .types import shape_of
 from .weight_mem import RamStyle, pack_words, read_register, rom
 

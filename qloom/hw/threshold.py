@@ -31,9 +31,9 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
 from ..nn.ir import MultiThreshold
-from .estimate import (Family, Features, adder_tree_luts, comparator_luts, memory_cost,
-                       use_block_ram)
+from .estimate import Features, adder_tree_luts, comparator_luts, memory_cost, use_block_ram
 from .mvu_datapath import TREE_LEVELS, tree_sum
+from .target import Family
 from .types import shape_of
 from .weight_mem import RamStyle, pack_layout, pack_words, read_register, rom
 

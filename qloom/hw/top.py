@@ -139,7 +139,7 @@ class AcceleratorTop(wiring.Component):
         (``qloom.flows.plan.slice_edges``); they carry no elements and convert no width.
     wires : slice edges at the top's ports built as a plain connection, where the engine's
         ports are registered (``qloom.flows.plan.wire_edges``).
-    family : the FPGA family (a ``qloom.hw.estimate.Family``) the FIFOs are built for
+    family : the FPGA family (a ``qloom.hw.target.Family``) the FIFOs are built for
         (``fifo_registered_read``); None: for none in particular.
     """
 

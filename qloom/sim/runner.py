@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import QloomError, ToolError
+from ..hw.target import clock_mhz as target_clock
 from ..manifest import read_manifest
 from .harness_codes import STAMP_BITS
 from .harness_rows import rows_to_words, unwrap_stamps, words_to_rows
@@ -218,7 +219,7 @@ def _idle_timeout(manifest: dict, backpressure: float) -> int:
 
 
 def _clock_period_ps(manifest: dict) -> int:
-    period = round(1e6 / float(manifest.get("clock_mhz") or 100.0))
+    period = round(1e6 / target_clock(recorded=manifest.get("clock_mhz")))
     return max(2, period + period % 2)
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from qloom.boards import BOARDS, Board, Family, Resources, get_board
+from qloom.boards import BOARDS, Board, Device, Family, Resources, get_board
 from qloom.boards.cli import table
 from qloom.errors import QloomError
 
@@ -54,10 +54,27 @@ def test_resources_validation():
 
 
 def test_board_validation():
+    chip = Device("d", Family.ICE40, Resources(1, 1, 1, 1))
     with pytest.raises(ValueError, match=r"^Board 'x' clocks must be positive, not 12 / 0$"):
-        Board(name="x", title="x", platform=None, family=Family.ICE40, device="d", package="p",
-              budget=Resources(1, 1, 1, 1), oscillator_mhz=12, clock_mhz=0, programmer="p",
-              bitstream_ext="bin", uart_note="")
+        Board(name="x", title="x", platform=None, chip=chip, package="p",
+              oscillator_mhz=12, clock_mhz=0, programmer="p", bitstream_ext="bin", uart_note="")
+    with pytest.raises(TypeError, match=r"^Board 'x' chip must be a Device, not 'd'$"):
+        Board(name="x", title="x", platform=None, chip="d", package="p",
+              oscillator_mhz=12, clock_mhz=50, programmer="p", bitstream_ext="bin", uart_note="")
+    with pytest.raises(TypeError, match=r"^Device 'd' SPRAM count must be a non-negative "
+                                        r"integer, not -1$"):
+        Device("d", Family.ICE40, Resources(1, 1, 1, 1), sprams=-1)
+    with pytest.raises(TypeError, match=r"^Device 'd' family must be a Family, not 'ice40'$"):
+        Device("d", "ice40", Resources(1, 1, 1, 1))
+
+
+def test_boards_read_their_device():
+    board = get_board("icebreaker")
+    assert (board.device, board.family, board.sprams) == ("iCE40UP5K", Family.ICE40, 4)
+    assert board.budget is board.chip.budget
+    assert get_board("ulx3s-25f").chip is get_board("orangecrab-25f").chip
+    assert get_board("ulx3s-85f").sprams == 0
+    assert get_board("arty-a7-35").family.estimated_as is Family.GENERIC
 
 
 def test_program_command():

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import QloomError, ToolError
+from ...hw.target import clock_mhz as target_clock
 from ...manifest import read_manifest
 from .. import outdir
 from ..unwind import signals_unwind
@@ -204,7 +205,7 @@ def build_asic_flow(out_dir, *, pdk: str = "osu018", clock_mhz: float | None = N
     if network is None:
         from ..simulate import _load_network
         network = _load_network(out, manifest)
-    clock = float(clock_mhz or manifest.get("clock_mhz") or 100.0)
+    clock = target_clock(clock_mhz, recorded=manifest.get("clock_mhz"))
     area, failed = _area(out, "build"), _area(out, "build-failed")
     print(f"[qloom] ASIC flow: {kit.title}, clock {clock:g} MHz", flush=True)
     with signals_unwind():

@@ -150,7 +150,7 @@ class UnrolledEngine(Engine):
         return self.vectors
 
     def features(self, fold, options, dsps=0):
-        return [("", self.design(options).features(lut_ram=options.family is not Family.ICE40))]
+        return [("", self.design(options).features(lut_ram=options.family.target.lut_ram))]
 
     def latency(self, options: BuildOptions) -> int:
         return self.design(options).latency
