@@ -162,7 +162,6 @@ def node_features(design: Design, family: str, options=None) -> list[tuple[str, 
     the design's own) with the features its estimate is computed from: (Yosys module name
     under qloom_top, or "@edge" for an edge's modules together, Features)."""
     from qloom.flows.compile import CompileConfig, run_steps
-    from qloom.flows.plan import edge_features
     options = design.options if options is None else options
     state = run_steps(design.model, CompileConfig(board=BOARDS[family], **options),
                       until="fold")
@@ -174,7 +173,7 @@ def node_features(design: Design, family: str, options=None) -> list[tuple[str, 
         except NotImplementedError:
             parts = []
         nodes += [(e.name + suffix, features) for suffix, features in parts]
-    for parts in edge_features(plan.engines, plan.folds, options).values():
+    for parts in plan.graph.features(options).values():
         nodes += parts
     return nodes
 

@@ -26,11 +26,8 @@ from ..hw.target import Family, Resources, clock_mhz as target_clock
 from . import fold_auto, outdir
 from .engines.base import BuildOptions
 from .engines.mapping import map_network
-from .plan import (Plan, edge_elements, fifo_plan, plan_default, plan_for_cycles,
-                   plan_from_file, read_fold_file, registered_input, slice_edges,
-                   wire_edges)
+from .plan import Plan, plan_default, plan_for_cycles, plan_from_file, read_fold_file
 from .html_report import write_report_html
-from .schedule import skip_buffers, skip_rows
 from .report import render_report_md
 
 __all__ = ["CompileConfig", "Design", "compile_model", "run_steps", "STEPS"]
@@ -217,7 +214,7 @@ def _link_estimate(state, plan) -> Resources:
                           elements=int(np.prod(net.shape_of(t))))
                for t, lanes in zip((net.input, net.output), _port_lanes(state, plan))]
     return link.estimate(*formats, state.options.family,
-                         registered_feed=registered_input(plan.engines, plan.folds))
+                         registered_feed=plan.graph.registered_input)
 
 
 def step_build(state, cfg):
@@ -231,27 +228,25 @@ def step_build(state, cfg):
     in_lanes, out_lanes = _port_lanes(state, plan)
     in_elems = int(np.prod(net.shape_of(net.input)))
     out_elems = int(np.prod(net.shape_of(net.output)))
-    buffers = _edge_buffers(state, cfg)
+    graph = plan.graph
     state.top = AcceleratorTop(nodes=nodes, input=state.input, output=state.output,
                                in_lanes=in_lanes, out_lanes=out_lanes,
                                in_words=math.ceil(in_elems / in_lanes),
                                out_words=math.ceil(out_elems / out_lanes),
-                               edge_elements=buffers,
-                               slices=slice_edges(state.engines, plan.folds),
-                               wires=wire_edges(state.engines, plan.folds),
+                               edge_elements=_edge_buffers(graph, cfg),
+                               slices=graph.slices, wires=graph.wires,
                                family=state.options.family)
     return state
 
 
-def _edge_buffers(state, cfg) -> dict:
+def _edge_buffers(graph, cfg) -> dict:
     """Elements to buffer on the edges between engines that need more than a skid buffer
-    (``plan.edge_elements``: a vector a matrix unit takes at once, a skip path's share of
-    a reconvergent path); sized as the cost model counted them."""
-    engines, folds = state.plan.engines, state.plan.folds
-    buffers = edge_elements(engines, folds)
+    (``EngineGraph.edge_elements``: a vector a matrix unit takes at once, a skip path's
+    share of a reconvergent path); sized as the cost model counted them."""
+    buffers = graph.edge_elements
     if cfg.test_skip_fifo_words:
-        lanes = {key: lanes for key, (_, lanes) in fifo_plan(engines, folds).items()}
-        for skip in skip_buffers(engines, folds):
+        lanes = {key: lanes for key, (_, lanes) in graph.fifos.items()}
+        for skip in graph.skips:
             key = (skip.tensor, skip.reader)
             buffers[key] = max(0, buffers[key] + cfg.test_skip_fifo_words * lanes[key])
     return buffers
@@ -328,7 +323,7 @@ def _documents(state, cfg, model_file):
         "load_options": _json_options(cfg.load_options), "clock_mhz": clock,
         "input": {"port": "i", "tensor": state.input,
                   **_port(net, net.input, top.in_layout["data"].shape.length),
-                  "registered": registered_input(plan.engines, plan.folds)},
+                  "registered": plan.graph.registered_input},
         "output": {"port": "o", "tensor": state.output,
                    **_port(net, net.output, top.out_layout["data"].shape.length)},
         "host": {"input_name": net.input_name, "input_shape": list(net.input_shape),
@@ -354,7 +349,7 @@ def _documents(state, cfg, model_file):
         "dsp_budget": state.options.dsp_budget,
         "layers": layers, "bottleneck": plan.bottleneck,
         "ideal_ii_cycles": plan.ideal_ii_cycles,
-        "skip_buffers": skip_rows(plan.engines, plan.folds),
+        "skip_buffers": plan.graph.skip_rows(),
         "fps_at_clock": clock * 1e6 / plan.ideal_ii_cycles,
         "resources": total.as_dict(),
         "bram_bit_efficiency": _bram_bit_efficiency(layers, state.options.family),

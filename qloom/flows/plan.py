@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import QloomError
-from ..hw.top import edge_depth, estimate_edge
-from .cost import Resources, calibrated
+from .cost import Resources
 from .engines.base import BuildOptions, Engine, Fold
 from .engines.unrolled import unroll
-from .schedule import skip_buffers
+from .graph import EngineGraph
 
-__all__ = ["Plan", "DEFAULT_LANES", "edge_elements", "plan_for_cycles", "plan_default", "plan_from_file",
+__all__ = ["Plan", "DEFAULT_LANES", "plan_for_cycles", "plan_default", "plan_from_file",
            "fit_to_budget", "spare_block_ram", "read_fold_file", "ROOMY_SHARE"]
 
 DEFAULT_LANES = 64
@@ -38,7 +37,9 @@ ROOMY_SHARE = 0.8
 
 @dataclass(frozen=True)
 class Plan:
-    """A folding per engine, the DSP blocks each engine may use, and the estimates."""
+    """A folding per engine, the DSP blocks each engine may use, the estimates, and the
+    engine graph the folding makes (``qloom.flows.graph.EngineGraph``: its edges and
+    FIFOs, for RTL emission, the manifest and the report)."""
 
     folds: dict            # engine name -> Fold
     dsps: dict             # engine name -> multipliers on DSP blocks
@@ -50,6 +51,7 @@ class Plan:
     # The folding as a fold file (``--fold``) reproduces it: the mapped engines' entries,
     # which also name the layers an unrolled chain took in.
     fold_file: dict = None
+    graph: EngineGraph = None
 
     @property
     def ideal_ii_cycles(self) -> int:
@@ -79,141 +81,20 @@ def _allocate_dsps(engines, folds, options: BuildOptions) -> dict:
     return dsps
 
 
-@dataclass(frozen=True)
-class _Edge:
-    """One stream between engines, or from the accelerator's input (``producer`` None) or
-    to its output (``reader`` None)."""
-
-    tensor: str
-    producer: Engine | None
-    reader: Engine | None
-    src_lanes: int
-    dst_lanes: int
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.tensor, "output" if self.reader is None else self.reader.name)
-
-
-def _edges(engines, folds):
-    """Every edge, per engine its inputs, then its output when nothing else reads it (the
-    accelerator's output)."""
-    producers = {e.output: e for e in engines}
-    read = {t for e in engines for t in e.inputs}
-    for e in engines:
-        for t in e.inputs:
-            p = producers.get(t)
-            dst = e.in_lanes(folds[e.name])
-            yield _Edge(t, p, e, p.out_lanes(folds[p.name]) if p else dst, dst)
-        if e.output not in read:
-            lanes = e.out_lanes(folds[e.name])
-            yield _Edge(e.output, e, None, lanes, lanes)
-
-
-def edge_elements(engines, folds) -> dict:
-    """Per (tensor, engine) edge fed by another engine: the elements its FIFO must hold
-    beyond the skid buffers: what the reader takes at once (``Engine.buffered_elements``)
-    plus, into a join, what the short branch of a reconvergent path holds
-    (``qloom.flows.schedule.skip_buffers``)."""
-    skips = {(s.tensor, s.reader): s.elements for s in skip_buffers(engines, folds)}
-    return {x.key: x.reader.buffered_elements() + skips.get(x.key, 0)
-            for x in _edges(engines, folds) if x.producer is not None and x.reader is not None}
-
-
-def fifo_plan(engines, folds) -> dict:
-    """Per (tensor, engine) edge fed by another engine: (words, lanes) of its FIFO, which
-    sits on the wider side of any width conversion (``qloom.hw.top.edge_depth``); the
-    top-level input's edge has none planned (the host sets the pace)."""
-    elements = edge_elements(engines, folds)
-    plan = {}
-    for x in _edges(engines, folds):
-        if x.key in elements:
-            lanes = max(x.src_lanes, x.dst_lanes)
-            plan[x.key] = (edge_depth(elements[x.key], lanes), lanes)
-    return plan
-
-
-def slice_edges(engines, folds) -> set:
-    """The edges ``(tensor, reader)`` (reader ``"output"``: the accelerator's output) that
-    are one register slice and no FIFO (``qloom.hw.top.AcceleratorTop``): an end buffers
-    for itself (``Engine.buffers_itself``), the reader buffers nothing in front of it
-    and both sides have the same lanes."""
-    elements = edge_elements(engines, folds)
-    return {x.key for x in _edges(engines, folds)
-            if any(end is not None and end.buffers_itself for end in (x.producer, x.reader))
-            and elements.get(x.key, 0) == 0 and x.src_lanes == x.dst_lanes}
-
-
-def wire_edges(engines, folds) -> set:
-    """The slice edges (``slice_edges``) at the accelerator's ports whose engine has
-    registered ports (``Engine.registered_ports``): a plain connection, no register."""
-    slices = slice_edges(engines, folds)
-    return {x.key for x in _edges(engines, folds) if x.key in slices
-            and (x.producer is None or x.reader is None)
-            and (x.producer or x.reader).registered_ports}
-
-
-def registered_input(engines, folds) -> bool:
-    """Whether the accelerator's input stream is one wire edge (``wire_edges``) into an
-    engine with registered ports: its ready is then a register and its input goes into
-    registers only, so the host link feeds it with no skid buffer (``qloom.hw.link.Link``,
-    the manifest's ``input.registered``)."""
-    inputs = [x for x in _edges(engines, folds) if x.producer is None]
-    return len(inputs) == 1 and inputs[0].key in wire_edges(engines, folds)
-
-
-def edge_features(engines, folds, options) -> dict:
-    """The edges' estimate features (``qloom.hw.top.estimate_edge``) charged to the
-    engine they feed: every edge between engines, the top-level input's, the output's
-    (charged to the engine writing it) and those between an engine's own nodes
-    (``Engine.inner_edges``)."""
-    parts = {e.name: [] for e in engines}
-    slices, wires = slice_edges(engines, folds), wire_edges(engines, folds)
-    buffered = edge_elements(engines, folds)
-    for x in _edges(engines, folds):
-        if x.key in wires:
-            continue
-        if x.reader is None:
-            if x.producer.out_bits is None:
-                continue
-            owner, bits, elements = x.producer, x.producer.out_bits, 0
-        else:
-            owner, bits = x.reader, x.reader.in_bits
-            elements = buffered.get(x.key, 0)
-        reader = "out" if x.reader is None else x.reader.name
-        parts[owner.name].append((f"@{x.tensor}_to_{reader}", estimate_edge(
-            src_lanes=x.src_lanes, dst_lanes=x.dst_lanes, bits=bits, elements=elements,
-            family=options.family, fifo=x.key not in slices)))
-    for e in engines:
-        for tensor, reader, lanes, bits in e.inner_edges(folds[e.name]):
-            parts[e.name].append((f"@{tensor}_to_{reader}", estimate_edge(
-                src_lanes=lanes, dst_lanes=lanes, bits=bits, elements=0,
-                family=options.family)))
-    return parts
-
-
-def _fifo_resources(engines, folds, options) -> dict:
-    """Estimated edges (FIFOs, skid buffers, width converters) per engine they feed."""
-    cost = {}
-    for name, parts in edge_features(engines, folds, options).items():
-        cost[name] = Resources()
-        for _, features in parts:
-            cost[name] += calibrated(features, options.family)
-    return cost
-
-
 def _finish(engines, folds, options, how) -> Plan:
     # Dense layers at one vector per cycle get constant-weight unrolled engines.
     source_folds, mapped = folds, engines
     engines, folds = unroll(engines, folds)
     dsps = _allocate_dsps(engines, folds, options)
-    fifos = _fifo_resources(engines, folds, options)
+    graph = EngineGraph.build(engines, folds)
+    fifos = graph.resources(options)
     return Plan(folds=folds, dsps=dsps,
                 cycles={e.name: e.cycles(folds[e.name]) for e in engines},
                 resources={e.name: e.resources(folds[e.name], options, dsps[e.name])
                            + fifos[e.name] for e in engines},
                 how=how, engines=tuple(engines), source_folds=source_folds,
-                fold_file={e.name: e.fold_json(source_folds[e.name]) for e in mapped})
+                fold_file={e.name: e.fold_json(source_folds[e.name]) for e in mapped},
+                graph=graph)
 
 
 def _cheapest(engine: Engine, target_cycles: float, options: BuildOptions) -> Fold:
@@ -378,8 +259,8 @@ def shortfall(plan: Plan, budget: Resources, fits: Callable | None = None,
 
 def _skips(plan: Plan) -> str:
     """The skip buffers of reconvergent paths in ``plan``, largest first, for messages."""
-    from .schedule import skip_rows
-    rows = sorted(skip_rows(plan.engines, plan.folds), key=lambda r: -r["bits"])
+    graph = plan.graph or EngineGraph.build(plan.engines, plan.folds)
+    rows = sorted(graph.skip_rows(), key=lambda r: -r["bits"])
     if not rows:
         return ""
     listed = ", ".join(f"{r['tensor']} into {r['reader']} {r['bits']:,} bits ({r['words']:,} "

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SkipBuffer", "skip_buffers", "skip_rows", "EDGE_SKID_WORDS"]
+__all__ = ["SkipBuffer", "skip_buffers", "EDGE_SKID_WORDS"]
 
 # Words each of an edge's two skid buffers holds (``qloom.hw.skid``): storage on the short
 # branch beside its FIFO.
@@ -273,22 +273,3 @@ def _skip_buffers(engines, folds, paced) -> list[SkipBuffer]:
                     if elements > (result[key].elements if key in result else 0):
                         result[key] = SkipBuffer(short, j.name, fork, elements)
     return list(result.values())
-
-
-def skip_rows(engines, folds) -> list[dict]:
-    """The skip FIFOs as the report lists them: the edge, the fork, and the FIFO's words,
-    lanes and bits (``qloom.hw.top.edge_depth``, on the wider side of the edge)."""
-    from ..hw.top import edge_depth
-    by_name = {e.name: e for e in engines}
-    producer = {e.output: e for e in engines}
-    rows = []
-    for s in skip_buffers(engines, folds):
-        reader = by_name[s.reader]
-        src = producer.get(s.tensor)
-        lanes = max(reader.in_lanes(folds[s.reader]),
-                    src.out_lanes(folds[src.name]) if src else 1)
-        words = edge_depth(s.elements, lanes)
-        rows.append({"tensor": s.tensor, "reader": s.reader, "fork": s.fork,
-                     "elements": s.elements, "words": words, "lanes": lanes,
-                     "bits": words * lanes * reader.in_bits})
-    return rows

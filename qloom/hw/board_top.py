@@ -24,8 +24,8 @@ from .spram import SpiSignature
 from .target import Family
 from .uart import UARTRx, UARTTx, check_divisor, divisor_for
 
-__all__ = ["PLLPlan", "ice40_pll", "ecp5_pll", "pll_plan", "VerilogAccelerator", "LinkCore", "BoardTop",
-           "link_core_verilog"]
+__all__ = ["PLLPlan", "ice40_pll", "ecp5_pll", "pll_plan", "VerilogAccelerator", "LinkCore",
+           "BoardTop", "link_core_verilog"]
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ class Link(wiring.Component):
     idle clock cycles after which a half-received request is dropped (at least; counted in
     steps of ``2**(bits // 2)`` cycles, ``bits`` the width of ``timeout - 1``: 2,048 cycles
     for 50 ms at 50 MHz). ``registered_feed``: the accelerator's ``i.ready`` is a register
-    and its input goes into registers only (``qloom.flows.plan.registered_input``), so
+    and its input goes into registers only (``qloom.flows.graph.EngineGraph.registered_input``), so
     ``feed`` needs no skid buffer.
     """
 

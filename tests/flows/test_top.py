@@ -95,19 +95,16 @@ def test_slice_edges_are_one_skid_buffer():
     """Edges next to an engine that buffers its own results (the unrolled chain) are one
     register slice: estimated as one skid buffer, refused where they would have to buffer
     or convert widths."""
-    from qloom.flows.plan import edge_features, slice_edges, wire_edges
     from qloom.hw.estimate import Family, calibrated
     from qloom.hw.top import AcceleratorTop, estimate_edge
     state = run_steps(multibit_mlp(), CompileConfig(latency=True), until="build")
     (chain,) = state.engines
-    assert slice_edges(state.engines, state.plan.folds) == {
-        (state.input, chain.name), (state.output, "output")}
+    graph = state.plan.graph
+    assert graph.slices == {(state.input, chain.name), (state.output, "output")}
     # At the top's ports the chain's registered ports need no slice: plain connections,
     # estimated as nothing.
-    assert wire_edges(state.engines, state.plan.folds) == slice_edges(state.engines,
-                                                                      state.plan.folds)
-    assert all(not parts for parts in edge_features(state.engines, state.plan.folds,
-                                                    state.options).values())
+    assert graph.wires == graph.slices and graph.registered_input
+    assert all(not parts for parts in graph.features(state.options).values())
     one = estimate_edge(src_lanes=8, dst_lanes=8, bits=4, elements=0, family=Family.ECP5,
                         fifo=False)
     full = estimate_edge(src_lanes=8, dst_lanes=8, bits=4, elements=0, family=Family.ECP5)

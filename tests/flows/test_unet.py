@@ -10,7 +10,8 @@ import pytest
 import qloom
 from qloom.sim.runner import SimulationError
 from qloom.flows.compile import CompileConfig, run_steps
-from qloom.flows.schedule import skip_buffers, skip_rows
+from qloom.flows.graph import EngineGraph
+from qloom.flows.schedule import skip_buffers
 from qloom.nn.check import compare_with_qonnx
 
 from unet_model import unet_inputs, unet_model
@@ -63,7 +64,8 @@ def test_unet_rtl_bit_exact_under_backpressure(tmp_path):
 @pytest.mark.slow
 def test_skip_fifo_depth_is_what_the_schedule_computes(tmp_path):
     engines, folds = _plan(16, 16)
-    full = {(r["tensor"], r["reader"]): r["words"] for r in skip_rows(engines, folds)}[SKIP]
+    rows = EngineGraph.build(engines, folds).skip_rows()
+    full = {(r["tensor"], r["reader"]): r["words"] for r in rows}[SKIP]
     free = [s for s in skip_buffers(engines, folds, paced=False) if (s.tensor, s.reader) == SKIP]
     free_words = -(-free[0].elements // 2)
     design = _compiled(tmp_path, "full")

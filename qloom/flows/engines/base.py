@@ -155,12 +155,13 @@ class Engine(abc.ABC):
 
     # Whether the engine takes an input whenever it has room for the result and buffers
     # its own results, so that it never stalls for its output: an edge with nothing to
-    # buffer from or to it is then one register slice and no FIFO (``plan.slice_edges``).
+    # buffer from or to it is then one register slice and no FIFO (``EdgeKind.SLICE`` in
+    # ``qloom.flows.graph``).
     buffers_itself = False
     # Whether its ports are registered: its input goes into registers with no logic before
     # them, its ready is a register, and its output's valid and payload come from registers
     # through a LUT or two (the unrolled chain's FIFO bypass). At the accelerator's ports
-    # such an engine needs no register slice of its own (``plan.wire_edges``).
+    # such an engine needs no register slice of its own (``EdgeKind.WIRE``).
     registered_ports = False
 
     def buffered_elements(self) -> int:
