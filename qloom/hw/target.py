@@ -55,9 +55,9 @@ class FamilyTarget:
     16x4 TRELLIS_DPR16X4); ``luts_per_bram``: the exchange rate between one block RAM and
     LUT4s: a ROM goes to block RAM only when its LUT implementation would cost more than
     that per block (roughly the device's LUT/BRAM ratio over two, so that neither runs out
-    first), and the planner prices a block so when it ranks foldings by cost (``weight``);
-    ``luts_per_dsp`` and ``luts_per_ff``: the LUT4s a hard multiplier and a flip-flop are
-    worth there."""
+    first); ``weight`` prices resources in LUT4s when the planner ranks an engine's
+    foldings by cost: a block RAM at ``fold_luts_per_bram``, a hard multiplier at
+    ``luts_per_dsp``, a flip-flop at ``luts_per_ff``."""
 
     family: Family
     estimated_as: Family
@@ -67,11 +67,16 @@ class FamilyTarget:
     luts_per_bram: int
     luts_per_dsp: int = 200
     luts_per_ff: float = 0.5
+    # The planner's price of a block RAM, the same on every family. It is not
+    # ``luts_per_bram``: ranking foldings at that price picks other foldings (TFC-w2a2's
+    # default folding on the ECP5 trades three blocks for 540 LUTs), so the two stay apart
+    # until the foldings they choose are measured against each other.
+    fold_luts_per_bram: int = 100
 
     def weight(self, r: "Resources") -> float:
         """One number to rank ``r`` by: LUT-equivalents."""
         return (r.lut + self.luts_per_ff * r.ff + self.luts_per_dsp * r.dsp
-                + self.luts_per_bram * r.bram)
+                + self.fold_luts_per_bram * r.bram)
 
 
 TARGETS = {t.family: t for t in [
