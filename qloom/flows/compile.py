@@ -199,9 +199,7 @@ def _check_sprams(state):
 
 def _port_lanes(state, plan) -> tuple[int, int]:
     """Lanes of the accelerator's input and output streams under ``plan``."""
-    first = next(e for e in plan.engines if state.input in e.inputs)
-    last = next(e for e in plan.engines if e.output == state.output)
-    return first.in_lanes(plan.folds[first.name]), last.out_lanes(plan.folds[last.name])
+    return plan.graph.port_lanes(state.input, state.output)
 
 
 def _link_estimate(state, plan) -> Resources:

@@ -135,6 +135,13 @@ class EngineGraph:
         """The edges built as a plain connection (the top's ``wires``)."""
         return frozenset(x.key for x in self.edges if x.kind is EdgeKind.WIRE)
 
+    def port_lanes(self, input: str, output: str) -> tuple[int, int]:
+        """Lanes of the accelerator's ``input`` and ``output`` streams: those of the first
+        engine reading the input and of the engine writing the output."""
+        first = next(e for e in self.engines if input in e.inputs)
+        last = next(e for e in self.engines if e.output == output)
+        return first.in_lanes(self.folds[first.name]), last.out_lanes(self.folds[last.name])
+
     @property
     def registered_input(self) -> bool:
         """Whether the accelerator's input stream is one wire into an engine with
