@@ -68,9 +68,9 @@ class FamilyTarget:
     luts_per_dsp: int = 200
     luts_per_ff: float = 0.5
     # The planner's price of a block RAM, the same on every family. It is not
-    # ``luts_per_bram``: ranking foldings at that price picks other foldings (TFC-w2a2's
-    # default folding on the ECP5 trades three blocks for 540 LUTs), so the two stay apart
-    # until the foldings they choose are measured against each other.
+    # ``luts_per_bram``: ranking foldings at that price picks other foldings (on the ECP5,
+    # fewer block RAMs for more LUTs), so the two stay apart until the foldings each one
+    # picks are built and compared.
     fold_luts_per_bram: int = 100
 
     def weight(self, r: "Resources") -> float:
