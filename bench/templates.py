@@ -115,7 +115,7 @@ def _swg(family, size, channels, simd):
 
 def _pool(family, size, channels, lanes):
     from qloom.hw.pool import MaxPool
-    return MaxPool(in_h=size, in_w=size, channels=channels, kernel=2, stride=2,
+    return MaxPool(in_h=size, in_w=size, channels=channels, kernel=(2, 2), stride=(2, 2),
                    dtype=uint_type(4), lanes=lanes)
 
 

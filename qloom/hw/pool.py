@@ -1,6 +1,11 @@
-"""Max pooling over ``kernel x kernel`` windows with ``stride``, per channel, no padding.
+"""Max pooling over ``KH x KW`` windows with stride ``(SH, SW)``, per channel, optionally
+padded (rectangular windows are the 1D pools of Conv1D networks, lifted to a height of 1).
 
-Built from a ``SlidingWindow`` in channel-major window order, so the ``kernel**2`` words of
+Padding enters as the type's minimum value: ONNX pads MaxPool with -inf, and with every pad
+smaller than the kernel each window holds an input pixel, whose value is at least the
+minimum, so the maximum is ONNX's.
+
+Built from a ``SlidingWindow`` in channel-major window order, so the ``KH*KW`` words of
 one channel word of a window arrive back to back and a running maximum per lane reduces
 them: no accumulator memory. Comparison is on values: signed lanes compare signed, and
 bipolar codes (0 = -1, 1 = +1) are ordered like their values.
@@ -21,26 +26,40 @@ __all__ = ["MaxPool"]
 
 class MaxPool(wiring.Component):
     """``i``: pixels as ``channels/lanes`` words of ``ArrayLayout(shape_of(dtype), lanes)``
-    -> ``o``: pooled pixels in the same word format, ``floor((H - k) / s) + 1`` rows of
-    ``floor((W - k) / s) + 1`` pixels, like ONNX MaxPool without padding."""
+    -> ``o``: pooled pixels in the same word format, ``floor((H - KH) / SH) + 1`` rows of
+    ``floor((W - KW) / SW) + 1`` pixels of the input padded by ``pads`` (top, left, bottom,
+    right), like ONNX MaxPool with ``ceil_mode`` 0."""
 
-    def __init__(self, *, in_h: int, in_w: int, channels: int, kernel: int, stride: int,
+    def __init__(self, *, in_h: int, in_w: int, channels: int, kernel: tuple[int, int],
+                 stride: tuple[int, int], pads: tuple[int, int, int, int] = (0, 0, 0, 0),
                  dtype: DataType, lanes: int):
         for name, value in (("in_h", in_h), ("in_w", in_w), ("channels", channels),
-                            ("kernel", kernel), ("stride", stride), ("lanes", lanes)):
+                            ("lanes", lanes)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise TypeError(f"{name} must be a positive integer, not {value!r}")
+        for name, value in (("kernel", kernel), ("stride", stride)):
+            if (not isinstance(value, tuple) or len(value) != 2
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                               for v in value)):
+                raise TypeError(f"{name} must be a tuple of 2 positive integers, not {value!r}")
+        if (not isinstance(pads, tuple) or len(pads) != 4
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                           for v in pads)):
+            raise TypeError(f"pads must be a tuple of 4 non-negative integers, not {pads!r}")
         if not isinstance(dtype, DataType):
             raise TypeError(f"dtype must be a qloom DataType, not {dtype!r}")
         if channels % lanes:
             raise ValueError(f"channels ({channels}) must be divisible by lanes ({lanes})")
-        if kernel > min(in_h, in_w):
-            raise ValueError(f"kernel ({kernel}) must not exceed the input ({in_h} x {in_w})")
+        if max(pads[0], pads[2]) >= kernel[0] or max(pads[1], pads[3]) >= kernel[1]:
+            raise ValueError(f"pads {pads} must be smaller than the kernel {kernel}")
+        padded = (in_h + pads[0] + pads[2], in_w + pads[1] + pads[3])
+        if kernel[0] > padded[0] or kernel[1] > padded[1]:
+            raise ValueError(f"kernel {kernel} must not exceed the input ({in_h} x {in_w})")
         self._kernel, self._stride, self._dtype, self._lanes = kernel, stride, dtype, lanes
-        self._channels = channels
+        self._pads, self._channels = pads, channels
         self._in_h, self._in_w = in_h, in_w
-        self._out_h = (in_h - kernel) // stride + 1
-        self._out_w = (in_w - kernel) // stride + 1
+        self._out_h = (padded[0] - kernel[0]) // stride[0] + 1
+        self._out_w = (padded[1] - kernel[1]) // stride[1] + 1
         layout = data.ArrayLayout(shape_of(dtype), lanes)
         super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
 
@@ -58,13 +77,17 @@ class MaxPool(wiring.Component):
 
     @property
     def cycles_per_frame(self) -> int:
-        """Steady-state cycles per frame: the window stream carries ``kernel**2`` words per
+        """Steady-state cycles per frame: the window stream carries ``KH*KW`` words per
         output word at one word per cycle, or the input is the bottleneck."""
-        return max(self.in_words_per_frame, self.out_words_per_frame * self._kernel ** 2)
+        return max(self.in_words_per_frame, self.out_words_per_frame * self._taps)
+
+    @property
+    def _taps(self) -> int:
+        return self._kernel[0] * self._kernel[1]
 
     def _window_args(self) -> dict:
         return dict(in_h=self._in_h, in_w=self._in_w, channels=self._channels,
-                    kernel=(self._kernel, self._kernel), stride=(self._stride, self._stride))
+                    kernel=self._kernel, stride=self._stride, pads=self._pads)
 
     def estimate(self, family) -> Features:
         """Resources (:class:`qloom.hw.estimate.Features`): the sliding window's
@@ -76,7 +99,7 @@ class MaxPool(wiring.Component):
         from .estimate import comparator_luts
         bits = self._dtype.bits
         f = Features("maxpool")
-        window = swg.estimate(**self._window_args(), pads=(0, 0, 0, 0), simd=self._lanes,
+        window = swg.estimate(**self._window_args(), simd=self._lanes,
                               bits=bits, family=family)
         f.add_part("window", window)
         f.add("lut", "compare", self._lanes * 2 * comparator_luts(bits))
@@ -92,7 +115,7 @@ class MaxPool(wiring.Component):
         m = Module()
         m.submodules.swg = swg = SlidingWindow(
             **self._window_args(), dtype=self._dtype, simd=self._lanes,
-            order=WindowOrder.C_KH_KW)
+            pad_code=int(self._dtype.encode([self._dtype.min])[0]), order=WindowOrder.C_KH_KW)
         wiring.connect(m, wiring.flipped(self.i), swg.i)
         # The window's words through a skid buffer, so that the window's issue sees a
         # register, not the reduction's ready (its last tap, the output's valid and the
@@ -102,7 +125,7 @@ class MaxPool(wiring.Component):
         wiring.connect(m, swg.o, skid.i)
         window = skid.o
 
-        taps = self._kernel ** 2
+        taps = self._taps
         word = window.payload
         best = Signal.like(word)        # running maximum of the window words so far
         # Whether the word is the window's first or last, as registers kept with the tap

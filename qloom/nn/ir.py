@@ -22,7 +22,10 @@ Conventions (the contract with ``qloom.hw`` and ``qloom.flows``):
   the code. An exact, cheaper stand-in for a MultiThreshold with many levels.
 - ``Lookup``: per channel ``c``, ``out = table[c % rows, x - lo]`` (a non-monotone
   activation over a narrow input; ``rows`` is 1 when every channel shares the table).
-- ``MaxPool``: ``kernel`` x ``kernel`` windows, ``stride``, no padding, on ``[N, H, W, C]``.
+- ``MaxPool``: ``kernel`` (KH, KW) windows with ``stride`` (SH, SW) on ``[N, H, W, C]``
+  padded by ``pads`` (top, left, bottom, right) with a value below every input (ONNX's
+  -inf: each window holds one input pixel at least); a 1D pool is lifted to a height of 1,
+  kernel ``(1, K)``.
 - ``AvgPool``: the exact per-channel sum over ``kernel`` (KH, KW) windows with ``stride``
   and zero padding ``pads`` (top, left, bottom, right) on ``[N, H, W, C]``; a global
   average pool is the window of the whole image. The average's ``1 / (KH*KW)`` is not
@@ -327,19 +330,23 @@ class Lookup(Layer):
 
 @dataclass(frozen=True, eq=False)
 class MaxPool(Layer):
-    kernel: int = 2
-    stride: int = 2
+    kernel: tuple[int, int] = (2, 2)
+    stride: tuple[int, int] = (2, 2)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     op = "MaxPool"
 
     def execute(self, x):
+        top, left, bottom, right = self.pads
+        x = np.pad(np.asarray(x, dtype=np.int64), ((0, 0), (top, bottom), (left, right), (0, 0)),
+                   constant_values=np.iinfo(np.int64).min)
         n, h, w, c = x.shape
-        k, s = self.kernel, self.stride
-        oh, ow = (h - k) // s + 1, (w - k) // s + 1
+        (kh, kw), (sh, sw) = self.kernel, self.stride
+        oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
         out = np.full((n, oh, ow, c), np.iinfo(np.int64).min, dtype=np.int64)
-        for i in range(k):
-            for j in range(k):
-                out = np.maximum(out, x[:, i:i + s * oh:s, j:j + s * ow:s, :])
+        for i in range(kh):
+            for j in range(kw):
+                out = np.maximum(out, x[:, i:i + sh * oh:sh, j:j + sw * ow:sw, :])
         return out
 
 

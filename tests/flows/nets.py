@@ -80,7 +80,7 @@ class NetBuilder:
         info = self.info
         h, w, c = info.shape
         name = f"pool{len(self.layers)}"
-        return self._add(MaxPool(name, (self.cur,), name, kernel=k, stride=s),
+        return self._add(MaxPool(name, (self.cur,), name, kernel=(k, k), stride=(s, s)),
                          ((h - k) // s + 1, (w - k) // s + 1, c), info.dtype)
 
     def flatten(self):

@@ -200,7 +200,8 @@ def test_requant_is_never_made_for_a_bipolar_input():
 def test_maxpool_engine_and_its_template_agree(dtype):
     from qloom.flows.engines.pool import PoolEngine
     from qloom.hw.pool import MaxPool as PoolUnit
-    engine = PoolEngine(MaxPool("mp", ("x",), "y", kernel=2, stride=2), (4, 6, 4), dtype)
+    engine = PoolEngine(MaxPool("mp", ("x",), "y", kernel=(2, 2), stride=(2, 2)), (4, 6, 4),
+                        dtype)
     for family in FAMILIES:
         options = BuildOptions(family=family)
         for fold in FOLDS:
@@ -236,7 +237,7 @@ def test_upsample_engine_and_its_template_agree(dtype):
 
 def test_maxpool_estimate_parts_name_its_nodes():
     from qloom.flows.engines.pool import PoolEngine
-    engine = PoolEngine(MaxPool("mp", ("x",), "y", kernel=2, stride=2), (4, 6, 4),
+    engine = PoolEngine(MaxPool("mp", ("x",), "y", kernel=(2, 2), stride=(2, 2)), (4, 6, 4),
                         uint_type(2))
     options = BuildOptions()
     _parts(engine, Fold(1), options, _built(engine, Fold(1), options))

@@ -14,17 +14,24 @@ def random_values(dtype, shape, rng):
     return rng.integers(dtype.min, dtype.max + 1, size=shape)
 
 
-def ref_pool(x, kernel, stride):
-    return MaxPoolLayer("pool", ("x",), "y", kernel=kernel, stride=stride).execute(x)
+def _pair(v):
+    return v if isinstance(v, tuple) else (v, v)
 
 
-def check(*, h, w, c, kernel, stride, dtype, lanes, frames=2, stall=0.3, seed=0):
+def ref_pool(x, kernel, stride, pads=(0, 0, 0, 0)):
+    return MaxPoolLayer("pool", ("x",), "y", kernel=_pair(kernel), stride=_pair(stride),
+                        pads=pads).execute(x)
+
+
+def check(*, h, w, c, kernel, stride, dtype, lanes, pads=(0, 0, 0, 0), frames=2, stall=0.3,
+          seed=0):
+    """``kernel`` and ``stride``: one number for a square window, or a (KH, KW) pair."""
     rng = np.random.default_rng(seed)
     x = random_values(dtype, (frames, h, w, c), rng)
-    dut = MaxPool(in_h=h, in_w=w, channels=c, kernel=kernel, stride=stride, dtype=dtype,
-                  lanes=lanes)
+    dut = MaxPool(in_h=h, in_w=w, channels=c, kernel=_pair(kernel), stride=_pair(stride),
+                  pads=pads, dtype=dtype, lanes=lanes)
     words = dtype.encode(x).reshape(-1, lanes).tolist()
-    expect = dtype.encode(ref_pool(x, kernel, stride)).reshape(-1, lanes).tolist()
+    expect = dtype.encode(ref_pool(x, kernel, stride, pads)).reshape(-1, lanes).tolist()
     run = run_stream(dut, words, len(expect), in_stall=stall, out_stall=stall, seed=seed)
     assert run.outputs == expect
     return dut, run
@@ -41,6 +48,18 @@ def check(*, h, w, c, kernel, stride, dtype, lanes, frames=2, stall=0.3, seed=0)
 ])
 def test_maxpool_matches_reference(h, w, c, kernel, stride, dtype, lanes):
     check(h=h, w=w, c=c, kernel=kernel, stride=stride, dtype=dtype, lanes=lanes)
+
+
+@pytest.mark.parametrize("h,w,c,kernel,stride,pads,dtype,lanes", [
+    (1, 8, 2, (1, 2), (1, 2), (0, 0, 0, 0), int_type(8), 1),    # a lifted 1D pool
+    (1, 7, 3, (1, 3), (1, 2), (0, 1, 0, 1), int_type(4), 3),    # 1D, padded ("same")
+    (5, 4, 2, (3, 2), (2, 1), (0, 0, 0, 0), uint_type(5), 2),   # rectangular 2D
+    (5, 5, 2, (3, 3), (2, 2), (1, 1, 1, 1), int_type(3), 1),    # ResNet's 3x3/2 pad 1
+    (3, 4, 2, (2, 2), (2, 2), (0, 0, 1, 0), BIPOLAR, 2),        # pad is -1 for bipolar
+    (4, 5, 2, (2, 2), (2, 2), (0, 0, 0, 1), uint_type(3), 1),   # Keras "same", odd width
+])
+def test_maxpool_rectangular_and_padded(h, w, c, kernel, stride, pads, dtype, lanes):
+    check(h=h, w=w, c=c, kernel=kernel, stride=stride, pads=pads, dtype=dtype, lanes=lanes)
 
 
 def test_maxpool_throughput():
@@ -65,16 +84,23 @@ def test_maxpool_random_sweep(seed):
 
 
 def test_maxpool_rejects_bad_parameters():
-    ok = dict(in_h=4, in_w=6, channels=4, kernel=2, stride=2, dtype=int_type(8), lanes=2)
+    ok = dict(in_h=4, in_w=6, channels=4, kernel=(2, 2), stride=(2, 2), dtype=int_type(8),
+              lanes=2)
     cases = [
-        (TypeError, r"kernel must be a positive integer, not 0", dict(kernel=0)),
-        (TypeError, r"stride must be a positive integer, not \(2, 2\)", dict(stride=(2, 2))),
+        (TypeError, r"kernel must be a tuple of 2 positive integers, not 2", dict(kernel=2)),
+        (TypeError, r"stride must be a tuple of 2 positive integers, not \(2, 0\)",
+         dict(stride=(2, 0))),
+        (TypeError, r"pads must be a tuple of 4 non-negative integers, not \(1, 1\)",
+         dict(pads=(1, 1))),
+        (ValueError, r"pads \(0, 2, 0, 0\) must be smaller than the kernel \(2, 2\)",
+         dict(pads=(0, 2, 0, 0))),
         (TypeError, r"lanes must be a positive integer, not True", dict(lanes=True)),
         (TypeError, r"in_w must be a positive integer, not -3", dict(in_w=-3)),
         (TypeError, r"dtype must be a qloom DataType, not 8", dict(dtype=8)),
         (ValueError, r"channels \(10\) must be divisible by lanes \(4\)",
          dict(channels=10, lanes=4)),
-        (ValueError, r"kernel \(5\) must not exceed the input \(4 x 6\)", dict(kernel=5)),
+        (ValueError, r"kernel \(5, 5\) must not exceed the input \(4 x 6\)",
+         dict(kernel=(5, 5))),
     ]
     for exc, message, change in cases:
         with pytest.raises(exc, match=message):

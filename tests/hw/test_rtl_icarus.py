@@ -101,21 +101,23 @@ def test_systolic_array_verilog(mh, mw, rows, cols, w_type, in_type, dsp_budget,
 
 
 POOLS = [
-    # h, w, c, kernel, stride, dtype, lanes
-    (4, 4, 2, 2, 2, INT8, 1),       # the common 2x2/2, signed
-    (5, 5, 2, 3, 2, INT3, 2),       # overlapping windows, odd size
-    (3, 3, 1, 3, 1, BIPOLAR, 1),    # K = H, bipolar compares like values
-    (4, 4, 6, 2, 1, UINT4, 3),      # stride 1, non-power-of-two lanes
+    # h, w, c, kernel, stride, pads, dtype, lanes
+    (4, 4, 2, (2, 2), (2, 2), (0, 0, 0, 0), INT8, 1),       # the common 2x2/2, signed
+    (5, 5, 2, (3, 3), (2, 2), (0, 0, 0, 0), INT3, 2),       # overlapping windows, odd size
+    (3, 3, 1, (3, 3), (1, 1), (0, 0, 0, 0), BIPOLAR, 1),    # K = H, bipolar compares like values
+    (4, 4, 6, (2, 2), (1, 1), (0, 0, 0, 0), UINT4, 3),      # stride 1, non-power-of-two lanes
+    (1, 9, 2, (1, 3), (1, 2), (0, 1, 0, 1), INT3, 2),       # a lifted 1D pool, padded ("same")
 ]
 
 
-@pytest.mark.parametrize("h,w,c,kernel,stride,dtype,lanes", POOLS)
-def test_maxpool_verilog(h, w, c, kernel, stride, dtype, lanes):
+@pytest.mark.parametrize("h,w,c,kernel,stride,pads,dtype,lanes", POOLS)
+def test_maxpool_verilog(h, w, c, kernel, stride, pads, dtype, lanes):
     rng = np.random.default_rng(h * 10 + c)
     x = random_values(dtype, (2, h, w, c), rng)
-    dut = MaxPool(in_h=h, in_w=w, channels=c, kernel=kernel, stride=stride, dtype=dtype,
-                  lanes=lanes)
-    pooled = MaxPoolLayer("pool", ("x",), "y", kernel=kernel, stride=stride).execute(x)
+    dut = MaxPool(in_h=h, in_w=w, channels=c, kernel=kernel, stride=stride, pads=pads,
+                  dtype=dtype, lanes=lanes)
+    pooled = MaxPoolLayer("pool", ("x",), "y", kernel=kernel, stride=stride,
+                          pads=pads).execute(x)
     expect = dtype.encode(pooled).reshape(-1, lanes).tolist()
     out = run_component_icarus(dut, dtype.encode(x).reshape(-1, lanes).tolist(),
                                len(expect), stall=0.3, seed=c)

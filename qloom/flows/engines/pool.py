@@ -25,14 +25,17 @@ class PoolEngine(LaneEngine):
         """The template for ``lanes`` lanes."""
         from ...hw.pool import MaxPool as PoolUnit
         return PoolUnit(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
-                        kernel=self.layer.kernel, stride=self.layer.stride,
+                        kernel=tuple(self.layer.kernel), stride=tuple(self.layer.stride),
+                        pads=tuple(self.layer.pads),
                         dtype=self.dtype, lanes=lanes)
 
     def input_needed(self):
-        k, s = self.layer.kernel, self.layer.stride
-        out = ((self.in_h - k) // s + 1, (self.in_w - k) // s + 1, self.channels)
-        return (window_needed((self.in_h, self.in_w, self.channels), out, (k, k), (s, s),
-                              (0, 0, 0, 0)),)
+        layer = self.layer
+        (kh, kw), (sh, sw), (t, l, b, r) = layer.kernel, layer.stride, layer.pads
+        out = ((self.in_h + t + b - kh) // sh + 1, (self.in_w + l + r - kw) // sw + 1,
+               self.channels)
+        return (window_needed((self.in_h, self.in_w, self.channels), out, layer.kernel,
+                              layer.stride, layer.pads),)
 
     def cycles(self, fold):
         return self._asked(fold.pe).cycles_per_frame

@@ -419,21 +419,38 @@ class LayerBuilders:
         return out
 
     def maxpool(self, node, src: Int, out: str | None = None):
-        kernel = list(node_attr(node, "kernel_shape", []))
-        strides = list(node_attr(node, "strides", kernel))
-        if (len(kernel) != 2 or kernel[0] != kernel[1] or strides[0] != strides[1]
-                or any(node_attr(node, "pads", [0, 0, 0, 0])) or node_attr(node, "ceil_mode", 0)
-                or any(d != 1 for d in node_attr(node, "dilations", [1, 1]))
-                or src.layout != image_layout_of(node)):
-            reads = "[N, H, W, C]" if is_channels_last(node) else "[N, C, H, W]"
+        kernel = tuple(int(k) for k in node_attr(node, "kernel_shape", []))
+        strides = tuple(int(s) for s in node_attr(node, "strides", [1] * len(kernel)))
+        reads = "[N, H, W, C]" if is_channels_last(node) else "[N, C, H, W]"
+        problems = []
+        if len(kernel) != 2:
+            problems.append(f"a {len(kernel)}-D kernel")
+        if node_attr(node, "ceil_mode", 0):
+            problems.append("ceil_mode 1")
+        if any(d != 1 for d in node_attr(node, "dilations", [1] * len(kernel))):
+            problems.append(f"dilations {list(node_attr(node, 'dilations', []))}")
+        if len(node.output) > 1 and node.output[1]:
+            problems.append("an Indices output")
+        if src.layout != image_layout_of(node):
+            problems.append(f"an input that is not {reads}")
+        if problems:
             raise UnsupportedModelError(
-                f"only square MaxPool on {reads} with equal strides, no padding and "
-                f"ceil_mode 0 is supported", node.name)
+                f"MaxPool with {', '.join(problems)} is not supported; qloom pools 2-D "
+                f"windows (a 1-D pool after a 1-D Conv is lifted to 2-D) on {reads}, "
+                f"ceil_mode 0, no dilation", node.name)
+        shape = self.shape_of(node.input[0])
+        in_hw = shape[1:3] if is_channels_last(node) else shape[2:4]
+        pads = conv_pads(node, in_hw, kernel, strides)
+        if max(pads[0], pads[2]) >= kernel[0] or max(pads[1], pads[3]) >= kernel[1]:
+            raise UnsupportedModelError(
+                f"MaxPool with pads {list(pads)} not smaller than its kernel {list(kernel)}: "
+                f"a window could hold padding only (ONNX requires pads below the kernel)",
+                node.name)
         if np.any(self.tensors[src.ir].scale <= 0):
             raise UnsupportedModelError("MaxPool of a tensor with a negative scale", node.name)
         out = out or node.output[0]
-        layer = ir.MaxPool(name=node.name, inputs=(src.ir,), output=out, kernel=kernel[0],
-                           stride=strides[0])
+        layer = ir.MaxPool(name=node.name, inputs=(src.ir,), output=out, kernel=kernel,
+                           stride=strides, pads=pads)
         info = self.tensors[src.ir]
         self.new_tensor(out, self.ir_shape(node.output[0], src.layout), info.dtype, info.scale,
                         *self.ranges[src.ir], info.zero_point)
