@@ -207,3 +207,130 @@ def torch_cnn(path, batch=4, seed=9):
     torch.onnx.export(net, torch.randn(batch, 3, 8, 8), str(path), opset_version=13,
                       dynamo=False, input_names=["x"], output_names=["y"])
     return onnx.load(str(path))
+
+
+def matmul_add_mlp(seed=10):
+    """tf2onnx's Keras Dense layers: MatMul + Add, ReLU, MatMul + Add."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 16])
+    h = b.matmul_add(h, 16, 24, name="dense_1")
+    h = b.node("Relu", [h], name="relu_1")
+    h = b.matmul_add(h, 24, 5, name="dense_2")
+    return b.model(h, [1, 5])
+
+
+def conv_flatten(seed=11):
+    """PyTorch's NCHW Conv2d, ReLU, Flatten, Linear (no Transpose)."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 2, 6, 6])
+    h = b.conv(h, 2, 4, (3, 3), name="conv_1")
+    h = b.node("Relu", [h], name="relu_1")
+    h = b.node("Flatten", [h], name="flatten")
+    h = b.gemm(h, 4 * 4 * 4, 5, name="dense")
+    return b.model(h, [1, 5])
+
+
+def keras_conv1d_maxpool(seed=12, opset=13):
+    """Keras Conv1D, MaxPooling1D, Flatten, Dense, Softmax: NWC input, the Transpose pair
+    around the convolutions, a 1-D MaxPool between them."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 16, 3])
+    h = b.node("Transpose", [h], perm=[0, 2, 1])
+    h = b.conv(h, 3, 6, (3,), name="conv1d_1", pads=[1, 1])
+    h = b.node("Relu", [h], name="relu_1")
+    h = b.node("MaxPool", [h], name="max_pooling1d", kernel_shape=[2], strides=[2])
+    h = b.conv(h, 6, 4, (3,), name="conv1d_2")
+    h = b.node("Relu", [h], name="relu_2")
+    h = b.node("Transpose", [h], perm=[0, 2, 1])
+    h = b.node("Flatten", [h], name="flatten")
+    h = b.gemm(h, 6 * 4, 4, name="dense")
+    h = b.node("Softmax", [h], name="softmax", axis=-1)
+    return b.model(h, [1, 4], opset)
+
+
+TABLE_ACTIVATIONS = {"LeakyRelu": {"alpha": 0.3}, "Sigmoid": {}, "Tanh": {},
+                     "Elu": {"alpha": 1.0}, "Selu": {}}
+
+
+def activation_mlp(op, seed=13):
+    """Dense, one activation ``op`` (computed by a table), Dense: the activation between
+    two layers, where hls4ml puts it."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 8])
+    h = b.gemm(h, 8, 12, name="dense_1")
+    h = b.node(op, [h], name=op.lower(), **TABLE_ACTIVATIONS[op])
+    h = b.gemm(h, 12, 4, name="dense_2")
+    return b.model(h, [1, 4])
+
+
+def softmax_mlp():
+    """Gemm, ReLU, Gemm, ReLU, Gemm, Softmax: the classifier head whose Softmax runs on
+    the host."""
+    return mlp((16, 12, 8, 5))
+
+
+# The op classes of issue 52 ("What to build", point 3), each with the model that tests it
+# at fixed<16,6> (tests/flows/test_float_models.py: quantized.onnx exact, argmax against
+# the float model, RTL). ``op_classes`` checks that each model holds its class; Conv1D and
+# Conv2D are Keras' channels-last layers, inside their Transpose pairs.
+OP_CLASSES = {
+    "MatMul+Add": "matmul_add_mlp",
+    "Gemm": "softmax_mlp",
+    "Conv1D": "keras_conv1d",
+    "Conv2D": "keras_conv2d",
+    "BatchNormalization": "mlp_batchnorm",
+    "Flatten": "conv_flatten",
+    "Reshape": "pool_and_shapes",
+    "Identity": "pool_and_shapes",
+    "Squeeze/Unsqueeze": "global_pool_squeeze",
+    "MaxPool1D": "keras_conv1d_maxpool",
+    "MaxPool2D": "keras_conv2d",
+    "AveragePool1D": "keras_conv1d",
+    "AveragePool2D": "pool_and_shapes",
+    "Relu": "matmul_add_mlp",
+    "LeakyRelu": "activation_mlp:LeakyRelu",
+    "Sigmoid": "activation_mlp:Sigmoid",
+    "Tanh": "activation_mlp:Tanh",
+    "Elu": "activation_mlp:Elu",
+    "Selu": "activation_mlp:Selu",
+    "Softmax": "softmax_mlp",
+}
+
+
+def op_class_model(name: str):
+    """The model ``OP_CLASSES`` names: ``"keras_conv1d"`` or ``"activation_mlp:Tanh"``."""
+    func, _, arg = name.partition(":")
+    return globals()[func](*([arg] if arg else []))
+
+
+def op_classes(model) -> set[str]:
+    """The ``OP_CLASSES`` keys a float model holds, read from its graph."""
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    consumers = {}
+    for n in model.graph.node:
+        for t in n.input:
+            consumers.setdefault(t, []).append(n)
+    ops = {n.op_type for n in model.graph.node}
+    perms = {tuple(helper.get_attribute_value(a)) for n in model.graph.node
+             if n.op_type == "Transpose" for a in n.attribute if a.name == "perm"}
+    found = {op for op in ("Gemm", "BatchNormalization", "Flatten", "Reshape", "Identity",
+                           "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "Softmax")
+             if op in ops}
+    if {"Squeeze", "Unsqueeze"} <= ops:
+        found.add("Squeeze/Unsqueeze")
+    for n in model.graph.node:
+        if n.op_type == "MatMul" and any(
+                c.op_type == "Add" and any(t in inits for t in c.input)
+                for c in consumers.get(n.output[0], [])):
+            found.add("MatMul+Add")
+        if n.op_type == "Conv" and n.input[1] in inits:
+            rank = inits[n.input[1]].ndim
+            if rank == 3 and (0, 2, 1) in perms:
+                found.add("Conv1D")
+            if rank == 4 and {(0, 3, 1, 2), (0, 2, 3, 1)} <= perms:
+                found.add("Conv2D")
+        if n.op_type in ("MaxPool", "AveragePool"):
+            kernel = next(helper.get_attribute_value(a) for a in n.attribute
+                          if a.name == "kernel_shape")
+            found.add(f"{n.op_type}{len(kernel)}D")
+    return found
