@@ -334,3 +334,49 @@ def op_classes(model) -> set[str]:
                           if a.name == "kernel_shape")
             found.add(f"{n.op_type}{len(kernel)}D")
     return found
+
+
+def torch_cnn_pools(path, opset=13, seed=3):
+    """A PyTorch CNN exported at ``opset``: Conv2d, BatchNorm2d, LeakyReLU, a padded
+    MaxPool2d(3, 2, padding=1), Conv2d, Tanh, AvgPool2d, Flatten, Linear, ReLU, Linear,
+    Softmax, traced with a batch of 2; None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    n = torch.nn
+    torch.manual_seed(seed)
+    net = n.Sequential(
+        n.Conv2d(3, 8, 3, padding=1), n.BatchNorm2d(8), n.LeakyReLU(0.1),
+        n.MaxPool2d(3, 2, padding=1), n.Conv2d(8, 8, 3, padding=1), n.Tanh(), n.AvgPool2d(2),
+        n.Flatten(), n.Linear(8 * 2 * 2, 10), n.ReLU(), n.Linear(10, 5), n.Softmax(dim=1))
+    with torch.no_grad():      # a trained-looking BatchNorm
+        bn = net[1]
+        bn.running_mean.uniform_(-0.2, 0.2)
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.uniform_(0.5, 1.5)
+    return _export(net, (2, 3, 8, 8), path, opset)
+
+
+def torch_cnn1d(path, opset=13, seed=4):
+    """A PyTorch 1-D CNN exported at ``opset``: Conv1d, BatchNorm1d, ReLU, MaxPool1d,
+    Conv1d, ELU, AvgPool1d, Flatten, Linear, SELU, Linear, Sigmoid; None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    n = torch.nn
+    torch.manual_seed(seed)
+    net = n.Sequential(
+        n.Conv1d(2, 6, 3, padding=1), n.BatchNorm1d(6), n.ReLU(), n.MaxPool1d(2),
+        n.Conv1d(6, 6, 3), n.ELU(), n.AvgPool1d(2), n.Flatten(), n.Linear(6 * 3, 5), n.SELU(),
+        n.Linear(5, 4), n.Sigmoid())
+    return _export(net, (1, 2, 16), path, opset)
+
+
+def _export(net, shape, path, opset):
+    import torch
+    net.eval()
+    torch.onnx.export(net, torch.randn(*shape), str(path), opset_version=opset, dynamo=False,
+                      input_names=["x"], output_names=["y"])
+    return onnx.load(str(path))

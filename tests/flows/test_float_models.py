@@ -26,12 +26,9 @@ from qloom.nn.quantize import float_reference, quantize_float
 import float_models
 
 FIXED_16_6 = PrecisionConfig.make("fixed<16,6>")
+# compile + 20 RTL frames on Icarus took 5 to 21 s per model on the shared 2-core machine
+# (keras_conv2d the longest): all of the matrix is in the fast tier
 OP_CLASSES = float_models.OP_CLASSES
-# compile + 20 RTL frames on Icarus measured 5 to 13 s per model on the shared 2-core
-# machine; keras_conv2d's took 21 s, so loaded it may pass 30 s: the slow tier
-SLOW_RTL = {"keras_conv2d"}
-RTL_CLASSES = [pytest.param(cls, marks=pytest.mark.slow) if OP_CLASSES[cls] in SLOW_RTL
-               else cls for cls in OP_CLASSES]
 
 
 def mlp_small():
@@ -97,7 +94,7 @@ def test_op_class_quantized_exact_and_argmax(quantized_models, cls):
     assert cost.frames == 300 and cost.argmax_agreement >= 0.99, cost
 
 
-@pytest.mark.parametrize("cls", RTL_CLASSES)
+@pytest.mark.parametrize("cls", OP_CLASSES)
 def test_op_class_rtl_bit_exact(rtl_runs, cls):
     """``qloom compile --precision 'fixed<16,6>'``: OUT/quantized.onnx equals the network,
     the RTL equals it on 20 frames on Icarus under backpressure 0.3, and the report's

@@ -226,6 +226,46 @@ def test_unseen_float_model_from_qonnx_data():
     assert cost.argmax_agreement >= 0.99, cost
 
 
+@pytest.mark.parametrize("opset", [9, 11, 13])
+@pytest.mark.parametrize("kind", ["torch_cnn_pools", "torch_cnn1d", "keras_conv1d_maxpool"])
+def test_float_exports_at_old_and_new_opsets(tmp_path, kind, opset):
+    """Exports written for this test, not tuned to it: PyTorch's 2-D CNN (BatchNorm,
+    LeakyReLU, a padded MaxPool, Tanh, AvgPool, Softmax) and 1-D CNN (MaxPool1d, ELU,
+    AvgPool1d, SELU, Sigmoid), a Keras Conv1D + MaxPooling1D + Dense + Softmax graph; at
+    opsets 9, 11 and 13."""
+    if kind == "keras_conv1d_maxpool":
+        model = float_models.keras_conv1d_maxpool(opset=opset)
+    else:
+        model = getattr(float_models, kind)(tmp_path / "m.onnx", opset)
+        if model is None:
+            pytest.skip("torch is not installed (the train extra)")
+    assert model.opset_import[0].version == opset
+    quantized = quantize_float(model, FIXED_16_6)
+    net = qloom.load(quantized)
+    assert quantized.opset_import[0].version >= 11 and net.input_shape[0] == 1
+    x, what = calibration_inputs(None, net.input_shape, frames=300)
+    report = compare_with_qonnx(quantized, net, x[:20])
+    assert report.mismatches == () and report.identical_outputs == 20, report.summary()
+    cost = measure(float_reference(model), net, x, what)
+    assert cost.argmax_agreement >= 0.99 and cost.max_abs_error < 0.01, cost
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, "ceil_mode 1"),
+    ({"kernel_shape": [2, 2], "dilations": [2, 2]}, "dilations"),
+    ({"kernel_shape": [2, 2], "pads": [2, 0, 0, 0]}, "not smaller than its kernel"),
+])
+def test_unsupported_maxpool_is_refused_naming_the_node(attrs, message):
+    b = float_models.FloatBuilder(0)
+    h = b.input([1, 3, 6, 6])
+    h = b.conv(h, 3, 4, (3, 3), name="conv_1")
+    h = b.node("MaxPool", [h], name="pool_odd", **attrs)
+    h = b.node("Flatten", [h], name="flatten")
+    model = b.model(h, None)
+    with pytest.raises(UnsupportedModelError, match=f"pool_odd.*{message}"):
+        qloom.load(model, precision="fixed<16,6>")
+
+
 def test_quantized_qonnx_of_an_old_opset_is_refused_as_quantized():
     from pathlib import Path
 
