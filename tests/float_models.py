@@ -248,6 +248,23 @@ def keras_conv1d_maxpool(seed=12, opset=13):
     return b.model(h, [1, 4], opset)
 
 
+def keras_maxpool_same(size=5, seed=14):
+    """Keras Conv2D then MaxPooling2D(padding="same") as tf2onnx writes it: auto_pad
+    SAME_UPPER, which pads the bottom and right of an odd-sized image."""
+    b = FloatBuilder(seed)
+    h = b.input([1, size, size, 3])
+    h = b.node("Transpose", [h], perm=[0, 3, 1, 2])
+    h = b.conv(h, 3, 4, (3, 3), name="conv2d", pads=[1, 1, 1, 1])
+    h = b.node("Relu", [h], name="relu")
+    h = b.node("MaxPool", [h], name="max_pooling2d", kernel_shape=[2, 2], strides=[2, 2],
+               auto_pad="SAME_UPPER")
+    h = b.node("Transpose", [h], perm=[0, 2, 3, 1])
+    h = b.node("Flatten", [h], name="flatten")
+    out = -(-size // 2)
+    h = b.gemm(h, out * out * 4, 3, name="dense")
+    return b.model(h, [1, 3])
+
+
 TABLE_ACTIVATIONS = {"LeakyRelu": {"alpha": 0.3}, "Sigmoid": {}, "Tanh": {},
                      "Elu": {"alpha": 1.0}, "Selu": {}}
 

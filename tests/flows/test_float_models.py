@@ -125,6 +125,24 @@ def test_softmax_runs_on_the_host_as_quantized_onnx_states(quantized_models):
     assert np.allclose(net.outputs(y_int).sum(axis=-1), 1.0, atol=1e-6)
 
 
+def test_softmax_host_tail_is_in_the_report(rtl_runs):
+    design, quantized, _, _ = rtl_runs("softmax_mlp")
+    tail = design.report["tail"]
+    assert tail["ops"] == ["Softmax"] and tail["exact"], tail
+    assert "Softmax on the host" in tail["how"]
+    assert quantized.graph.node[-1].op_type == "Softmax"
+
+
+def test_padded_maxpool_rtl_bit_exact(tmp_path):
+    """Keras MaxPooling2D(padding="same") on a 5 x 5 image: the pool's padding in RTL."""
+    design = qloom.compile(float_models.keras_maxpool_same(5), tmp_path / "out",
+                           precision=FIXED_16_6)
+    assert [l.pads for l in design.network.layers if l.op == "MaxPool"] == [(0, 0, 1, 1)]
+    x = _frames(design.network, 20)
+    res = design.simulate(x, backpressure=0.3, progress=False)
+    assert res["frames"] == 20 and res["mismatches"] == 0, res.get("first_mismatch")
+
+
 @pytest.mark.slow
 def test_activation_chain_rtl_bit_exact(tmp_path):
     """Five table activations in a row, then a Softmax."""

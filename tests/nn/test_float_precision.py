@@ -250,6 +250,17 @@ def test_float_exports_at_old_and_new_opsets(tmp_path, kind, opset):
     assert cost.argmax_agreement >= 0.99 and cost.max_abs_error < 0.01, cost
 
 
+@pytest.mark.parametrize("size, pads", [(5, (0, 0, 1, 1)), (6, (0, 0, 0, 0))])
+def test_keras_maxpool_same_pads_bottom_right(size, pads):
+    model = float_models.keras_maxpool_same(size)
+    quantized = quantize_float(model, FIXED_16_6)
+    net = qloom.load(quantized)
+    assert [l.pads for l in net.layers if l.op == "MaxPool"] == [pads]
+    x, what = calibration_inputs(None, net.input_shape, frames=300)
+    assert compare_with_qonnx(quantized, net, x[:20]).mismatches == ()
+    assert measure(float_reference(model), net, x, what).argmax_agreement >= 0.99
+
+
 @pytest.mark.parametrize("attrs, message", [
     ({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, "ceil_mode 1"),
     ({"kernel_shape": [2, 2], "dilations": [2, 2]}, "dilations"),
