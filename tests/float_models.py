@@ -265,6 +265,28 @@ def keras_maxpool_same(size=5, seed=14):
     return b.model(h, [1, 3])
 
 
+def keras_global_average(keepdims=0, opset=13, seed=15):
+    """Keras Conv2D then GlobalAveragePooling2D as tf2onnx writes it: a ReduceMean over
+    the NHWC image axes after the closing Transpose (``axes`` an input from opset 18)."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 6, 6, 3])
+    h = b.node("Transpose", [h], perm=[0, 3, 1, 2])
+    h = b.conv(h, 3, 8, (3, 3), name="conv2d")
+    h = b.node("Relu", [h], name="relu")
+    h = b.node("Transpose", [h], perm=[0, 2, 3, 1])
+    if opset >= 18:
+        h = b.node("ReduceMean", [h, b.const(np.array([1, 2], np.int64))],
+                   name="global_average_pooling2d", keepdims=keepdims)
+    else:
+        h = b.node("ReduceMean", [h], name="global_average_pooling2d", axes=[1, 2],
+                   keepdims=keepdims)
+    if keepdims:
+        h = b.node("Flatten", [h], name="flatten")
+    h = b.gemm(h, 8, 4, name="dense")
+    h = b.node("Softmax", [h], name="softmax", axis=-1)
+    return b.model(h, [1, 4], opset)
+
+
 TABLE_ACTIVATIONS = {"LeakyRelu": {"alpha": 0.3}, "Sigmoid": {}, "Tanh": {},
                      "Elu": {"alpha": 1.0}, "Selu": {}}
 
@@ -397,3 +419,25 @@ def _export(net, shape, path, opset):
     torch.onnx.export(net, torch.randn(*shape), str(path), opset_version=opset, dynamo=False,
                       input_names=["x"], output_names=["y"])
     return onnx.load(str(path))
+
+
+def torch_mean_head(path, opset=13, seed=5):
+    """PyTorch's pooling head written by hand: Conv2d, ReLU, ``x.mean((2, 3),
+    keepdim=True)`` (a ReduceMean), squeezes and an unsqueeze, Linear, Softmax; None
+    without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.fc = torch.nn.Conv2d(2, 6, 3), torch.nn.Linear(6, 4)
+
+        def forward(self, x):
+            h = torch.relu(self.conv(x)).mean(dim=(2, 3), keepdim=True)
+            h = h.squeeze(3).squeeze(2).unsqueeze(1).squeeze(1)
+            return torch.softmax(self.fc(h), dim=-1)
+    torch.manual_seed(seed)
+    return _export(Head(), (1, 2, 6, 6), path, opset)

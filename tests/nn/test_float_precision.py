@@ -261,6 +261,40 @@ def test_keras_maxpool_same_pads_bottom_right(size, pads):
     assert measure(float_reference(model), net, x, what).argmax_agreement >= 0.99
 
 
+@pytest.mark.parametrize("kind, keepdims, opset", [
+    ("keras", 0, 11), ("keras", 0, 13), ("keras", 1, 13), ("keras", 0, 18), ("keras", 1, 18),
+    ("torch", 1, 11), ("torch", 1, 13)])
+def test_spatial_reduce_mean_is_a_global_average_pool(tmp_path, kind, keepdims, opset):
+    """Keras GlobalAveragePooling2D (ReduceMean over NHWC axes 1, 2 after the closing
+    Transpose) and PyTorch's ``x.mean((2, 3))``: a GlobalAveragePool in the network."""
+    if kind == "keras":
+        model = float_models.keras_global_average(keepdims, opset)
+    else:
+        model = float_models.torch_mean_head(tmp_path / "m.onnx", opset)
+        if model is None:
+            pytest.skip("torch is not installed (the train extra)")
+    quantized = quantize_float(model, FIXED_16_6)
+    assert "ReduceMean" not in [n.op_type for n in quantized.graph.node]
+    assert "GlobalAveragePool" in [n.op_type for n in quantized.graph.node]
+    net = qloom.load(quantized)
+    assert [l.op for l in net.layers].count("AvgPool") == 1
+    x, what = calibration_inputs(None, net.input_shape, frames=300)
+    report = compare_with_qonnx(quantized, net, x[:20])
+    assert report.mismatches == () and report.identical_outputs == 20, report.summary()
+    assert measure(float_reference(model), net, x, what).argmax_agreement >= 0.99
+
+
+def test_channel_reduce_mean_is_refused_naming_the_node():
+    b = float_models.FloatBuilder(0)
+    h = b.input([1, 3, 6, 6])
+    h = b.conv(h, 3, 4, (3, 3), name="conv_1")
+    h = b.node("ReduceMean", [h], name="channel_mean", axes=[1], keepdims=0)
+    h = b.node("Flatten", [h], name="flatten")
+    h = b.gemm(h, 16, 2, name="dense")
+    with pytest.raises(UnsupportedModelError, match="channel_mean.*ReduceMean is not supported"):
+        qloom.load(b.model(h, [1, 2]), precision="fixed<16,6>")
+
+
 @pytest.mark.parametrize("attrs, message", [
     ({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, "ceil_mode 1"),
     ({"kernel_shape": [2, 2], "dilations": [2, 2]}, "dilations"),
