@@ -22,7 +22,7 @@ class FloatBuilder:
     def const(self, value, base="c"):
         n = self.name(base)
         value = np.asarray(value)
-        value = value if value.dtype == np.int64 else value.astype(np.float32)
+        value = value if value.dtype in (np.int64, np.bool_) else value.astype(np.float32)
         self.inits.append(numpy_helper.from_array(value, n))
         return n
 
@@ -284,6 +284,27 @@ def keras_global_average(keepdims=0, opset=13, seed=15):
         h = b.node("Flatten", [h], name="flatten")
     h = b.gemm(h, 8, 4, name="dense")
     h = b.node("Softmax", [h], name="softmax", axis=-1)
+    return b.model(h, [1, 4], opset)
+
+
+def keras_dropout_mlp(opset=13, training=None, seed=23):
+    """Keras Dense, BatchNormalization, ELU, Dropout(0.3), Dense, Softmax at ``opset``:
+    before opset 12 the Dropout has a ``ratio`` attribute, from 12 a ratio input (and
+    ``training``, when given, a constant training_mode input)."""
+    b = FloatBuilder(seed)
+    h = b.input([1, 10])
+    h = b.matmul_add(h, 10, 16, name="dense_1")
+    h = b.batchnorm(h, 16, name="batch_normalization")
+    h = b.node("Elu", [h], name="elu")
+    if opset < 12:
+        h = b.node("Dropout", [h], name="dropout", ratio=0.3)
+    else:
+        inputs = [h, b.const(np.array(0.3, np.float32))]
+        if training is not None:
+            inputs.append(b.const(np.array(training, np.bool_)))
+        h = b.node("Dropout", inputs, name="dropout")
+    h = b.matmul_add(h, 16, 4, name="dense_2")
+    h = b.node("Softmax", [h], name="softmax", axis=1 if opset < 13 else -1)
     return b.model(h, [1, 4], opset)
 
 

@@ -11,10 +11,10 @@ whose qonnx execution the hardware equals. The steps, in order:
    names from the user's file back (cleanup renames them), so the precision file and the
    quantized model speak of the same layers;
 4. constants folded, identities removed (qonnx's ``FoldConstants``,
-   ``RemoveIdentityOps``); a spatial ReduceMean becomes a GlobalAveragePool
-   (``ReduceMeanToGlobalPool``); 1D convolutions become 2D ones of height 1
-   (``Conv1DToConv2D``); ``FoldBatchNorm``: BatchNorms next to a layer are folded into its
-   float weights;
+   ``RemoveIdentityOps``; ``RemoveInferenceDropout`` for Dropouts of any ratio); a
+   spatial ReduceMean becomes a GlobalAveragePool (``ReduceMeanToGlobalPool``); 1D
+   convolutions become 2D ones of height 1 (``Conv1DToConv2D``); ``FoldBatchNorm``:
+   BatchNorms next to a layer are folded into its float weights;
 5. ``InsertQuantizers``: the Quant nodes of the precision.
 """
 
@@ -25,6 +25,7 @@ import onnx
 from ..errors import QloomError, UnsupportedModelError
 from .names import SourceNames
 from .passes.conv1d_to_conv2d import Conv1DToConv2D
+from .passes.dropout import RemoveInferenceDropout
 from .passes.fold_batchnorm import FoldBatchNorm
 from .passes.insert_quantizers import InsertQuantizers
 from .passes.quantizers import QUANTIZERS
@@ -140,6 +141,7 @@ def quantize_float(model, config: PrecisionConfig) -> onnx.ModelProto:
     _restore_names(wrapper, names)
     try:
         wrapper = wrapper.transform(FoldConstants())     # a Gemm's transposed weight
+        wrapper = wrapper.transform(RemoveInferenceDropout())
         wrapper = wrapper.transform(RemoveIdentityOps())  # Identity, Dropout, x*1, x+0
         wrapper = wrapper.transform(ReduceMeanToGlobalPool())
         wrapper = wrapper.transform(FoldBatchNorm())

@@ -284,6 +284,22 @@ def test_spatial_reduce_mean_is_a_global_average_pool(tmp_path, kind, keepdims, 
     assert measure(float_reference(model), net, x, what).argmax_agreement >= 0.99
 
 
+@pytest.mark.parametrize("opset, training", [(9, None), (11, None), (13, None), (13, False)])
+def test_inference_dropout_of_any_ratio_is_removed(opset, training):
+    model = float_models.keras_dropout_mlp(opset, training)
+    quantized = quantize_float(model, FIXED_16_6)
+    assert "Dropout" not in [n.op_type for n in quantized.graph.node]
+    net = qloom.load(quantized)
+    x, what = calibration_inputs(None, net.input_shape, frames=300)
+    assert compare_with_qonnx(quantized, net, x[:20]).mismatches == ()
+    assert measure(float_reference(model), net, x, what).argmax_agreement >= 0.99
+
+
+def test_training_dropout_is_refused_naming_the_node():
+    with pytest.raises(UnsupportedModelError, match="'dropout'.*Dropout is not supported"):
+        qloom.load(float_models.keras_dropout_mlp(13, training=True), precision="fixed<16,6>")
+
+
 def test_channel_reduce_mean_is_refused_naming_the_node():
     b = float_models.FloatBuilder(0)
     h = b.input([1, 3, 6, 6])
