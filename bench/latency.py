@@ -67,9 +67,9 @@ def _binary(dense) -> bool:
 
 
 def mvu(dense):
-    from qloom.hw.mvu import MVU
-    return MVU(weights=dense.weights, w_type=dense.w_type, in_type=dense.in_type,
-               pe=dense.mh, simd=dense.mw, dsp_budget=0)
+    from qloom.hw.mvu import MVU, MVUConfig
+    return MVU(MVUConfig(weights=dense.weights, w_type=dense.w_type, in_type=dense.in_type,
+                         pe=dense.mh, simd=dense.mw, dsp_budget=0))
 
 
 def measure(component, family, build_dir) -> dict:

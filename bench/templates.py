@@ -50,9 +50,9 @@ def _options(family: str):
 
 
 def _mvu(family, mh, mw, pe, simd, w_type, in_type, dsp_budget=None, threshold=False):
-    from qloom.flows.engines.dense import dsp_primitive, mvu_registers
-    from qloom.hw.mvu import MVU
-    from qloom.hw.mvu_datapath import Datapath, select_datapath
+    from qloom.flows.engines.dense import dsp_primitive
+    from qloom.hw.mvu import MVU, MVUConfig, MVURegisters
+    from qloom.hw.mvu_datapath import select_datapath
     from qloom.hw.threshold import ThresholdSpec
     rng = _rng(mh * 1000 + mw)
     if w_type.bipolar:
@@ -65,10 +65,11 @@ def _mvu(family, mh, mw, pe, simd, w_type, in_type, dsp_budget=None, threshold=F
                              bias=np.zeros(mh, dtype=np.int64),
                              sign=np.ones(mh, dtype=np.int64), out_type=BIPOLAR)
     options = _options(family)
-    mac = select_datapath(w_type, in_type) is Datapath.MAC
-    return MVU(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
-               threshold=spec, dsp_budget=dsp_budget, **mvu_registers(options, mac),
-               dsp_primitive=dsp_primitive(options, w_type, in_type))
+    registers = MVURegisters.for_target(pipeline=options.pipeline, family=options.family,
+                                        datapath=select_datapath(w_type, in_type))
+    return MVU(MVUConfig(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
+                         threshold=spec, dsp_budget=dsp_budget, registers=registers,
+                         dsp_primitive=dsp_primitive(options, w_type, in_type)))
 
 
 def _thresholding(family, channels, levels, pe, in_bits):

@@ -185,7 +185,7 @@ def _sprams(plan, options) -> dict:
 
 
 def _check_sprams(state):
-    """Weights placed in SPRAM (per engine, ``engines.dense.weights_in_spram``) must not
+    """Weights placed in SPRAM (per engine, ``qloom.hw.mvu.weights_in_spram``) must not
     need more SPRAMs than the device has."""
     used = _sprams(state.plan, state.options)
     total = sum(used.values())

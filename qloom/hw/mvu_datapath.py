@@ -17,6 +17,7 @@ from amaranth.hdl import Const, Mux, Shape, Signal, Value
 from ..nn.dtypes import TERNARY, DataType
 
 __all__ = ["Datapath", "MAX_BITS", "TREE_LEVELS", "tree_groups", "tree_levels", "tree_stages",
+           "tree_terms",
            "is_select_type", "select_datapath", "select_product", "multiply", "nibble_counts",
            "product_parts", "partial_sums", "partial_sum_bits", "tree_sum", "value_of"]
 
@@ -68,6 +69,18 @@ class Datapath(enum.Enum):
     XNOR_POPCOUNT = "xnor_popcount"  # bipolar weights and inputs: popcount of XNORs
     ADD_SUB = "add_sub"              # one side in {-1, 0, +1}: add, subtract or skip
     MAC = "mac"                      # multi-bit both sides: multiply-accumulate
+
+
+def tree_terms(*, pe: int, simd: int, datapath: Datapath, dsps: int, parts: int) -> int:
+    """Terms of the largest PE's adder tree: a count per four lanes (XNOR), a term per
+    lane, ``parts`` partial sums per registered LUT multiplier lane (MAC lanes from
+    ``dsps`` on; the first ``dsps`` lanes are on DSP blocks)."""
+    if datapath is Datapath.XNOR_POPCOUNT:
+        return -(-simd // 4)
+    if datapath is not Datapath.MAC:
+        return simd
+    lut_lanes = simd - max(0, min(simd, dsps - (pe - 1) * simd))   # the last PE's
+    return (simd - lut_lanes) + lut_lanes * parts
 
 
 def is_select_type(dtype: DataType) -> bool:

@@ -55,7 +55,7 @@ from .dtypes import DataType, smallest_type
 __all__ = ["TensorInfo", "Layer", "Dense", "Conv", "MultiThreshold", "Requant", "Rounding",
            "Lookup",
            "MaxPool", "AvgPool", "Upsample", "Add", "IntMul", "Concat", "Flatten", "Network", "im2col", "round_shift",
-           "window_sum_type"]
+           "window_sum_type", "accumulator_range"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,7 +100,8 @@ class Layer:
         return 0
 
 
-def _acc_range(weights2d: np.ndarray, in_type: DataType) -> tuple[np.ndarray, np.ndarray]:
+def accumulator_range(weights2d: np.ndarray,
+                      in_type: DataType) -> tuple[np.ndarray, np.ndarray]:
     """Per output row, the exact min and max of ``weights2d @ x`` over x in ``in_type``."""
     pos = np.clip(weights2d, 0, None)
     neg = np.clip(weights2d, None, 0)
@@ -126,7 +127,7 @@ class Dense(Layer):
         return self.weights.shape[0]
 
     def acc_range(self):
-        return _acc_range(self.weights, self.in_type)
+        return accumulator_range(self.weights, self.in_type)
 
     def output_range(self, net):
         return self.acc_range()
@@ -196,7 +197,7 @@ class Conv(Layer):
         return full.reshape(oc, kh * kw * in_channels)
 
     def acc_range(self, in_channels: int):
-        return _acc_range(self.dense_weights(in_channels), self.in_type)
+        return accumulator_range(self.dense_weights(in_channels), self.in_type)
 
     def output_range(self, net):
         return self.acc_range(net.shape_of(self.inputs[0])[-1])

@@ -7,7 +7,7 @@ import pytest
 
 from qloom.flows.engines.base import BuildOptions, Fold
 from qloom.flows.engines.dense import DenseEngine, datapath_of
-from qloom.hw.mvu import MVU
+from qloom.hw.mvu import MVU, MVUConfig
 from qloom.hw.mvu_datapath import Datapath
 from qloom.nn.dtypes import BINARY, BIPOLAR, TERNARY, int_type, uint_type
 from qloom.nn.ir import Dense
@@ -34,8 +34,8 @@ def test_engine_and_template_agree(w_type, in_type):
     engine = DenseEngine(dense, None, vectors=1)
     fold = Fold(2, 3)
     for budget in (0, 3, None):
-        unit = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=fold.pe,
-                   simd=fold.simd, dsp_budget=budget)
+        unit = MVU(MVUConfig(weights=weights, w_type=w_type, in_type=in_type, pe=fold.pe,
+                   simd=fold.simd, dsp_budget=budget))
         assert datapath_of(w_type, in_type) == SUFFIX[unit.datapath]
         assert engine.engine_name == f"mvu_{SUFFIX[unit.datapath]}"
         multipliers = engine.multipliers(fold)

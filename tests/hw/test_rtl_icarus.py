@@ -17,7 +17,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from qloom.hw.mvu import MVU
+from qloom.hw.mvu import MVU, MVUConfig
 from qloom.hw.pool import MaxPool
 from qloom.hw.swg import SlidingWindow, WindowOrder
 from qloom.hw.systolic import SystolicArray
@@ -163,7 +163,8 @@ def test_mvu_verilog(mh, mw, pe, simd, w_type, in_type, options):
     weights = random_values(w_type, (mh, mw), rng)
     x = random_values(in_type, (3, mw), rng)
 
-    dut = MVU(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd, **options)
+    dut = MVU(MVUConfig(weights=weights, w_type=w_type, in_type=in_type, pe=pe, simd=simd,
+                        **options))
     assert dut.dsp_primitive == options.get("dsp_primitive")
     expect = dut.out_type.encode(ref_gemm(weights, w_type, in_type, x)).reshape(-1, pe)
     out = run_component_icarus(dut, in_type.encode(x).reshape(-1, simd).tolist(),

@@ -11,7 +11,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from qloom.hw.mvu import MVU, RamStyle
+from qloom.hw.mvu import MVU, MVUConfig, MVUMemories, RamStyle
 from qloom.hw.spram import (FlashLoader, SpiFlashModel, SpramRom, image_bytes,
                             simulation_models)
 from qloom.hw.threshold import ThresholdSpec
@@ -83,8 +83,8 @@ def test_mvu_weights_in_spram_bit_exact(case, stall):
     x = rng.integers(it.min, it.max + 1, size=(3, mw))
     if it.bipolar:
         x = np.where(x > 0, 1, -1)
-    mvu = MVU(weights=weights, w_type=wt, in_type=it, pe=pe, simd=simd, threshold=spec,
-              ram_style=RamStyle.SPRAM)
+    mvu = MVU(MVUConfig(weights=weights, w_type=wt, in_type=it, pe=pe, simd=simd,
+                        threshold=spec, memories=MVUMemories(weights=RamStyle.SPRAM)))
     assert mvu.load.signature.blocks == -(-pe * simd * wt.bits // 16)
     got = run(mvu, x, stall)
     np.testing.assert_array_equal(got, ref_mvu(weights, wt, it, x, spec))
@@ -108,11 +108,11 @@ def test_models_only_when_instantiated():
     (lambda: FlashLoader(blocks=[0]), "SPRAM word counts must be 1 to 16384 each"),
     (lambda: FlashLoader(blocks=[4], offset=1 << 24), "Flash offset must be a 24-bit"),
     (lambda: rom(8, [1, 2], RamStyle.SPRAM), "cannot be initialized by the bitstream"),
-    (lambda: MVU(weights=np.ones((2, 40000), dtype=np.int64), w_type=BIPOLAR,
-                 in_type=BIPOLAR, pe=1, simd=1, ram_style=RamStyle.SPRAM),
+    (lambda: MVUConfig(weights=np.ones((2, 40000), dtype=np.int64), w_type=BIPOLAR,
+                       in_type=BIPOLAR, pe=1, simd=1,
+                       memories=MVUMemories(weights=RamStyle.SPRAM)),
      "80000 words of 1 bits do not fit SPRAMs"),
-    (lambda: MVU(weights=np.ones((2, 4), dtype=np.int64), w_type=BIPOLAR,
-                 in_type=BIPOLAR, pe=1, simd=1, buffer_ram_style=RamStyle.SPRAM),
+    (lambda: MVUMemories(buffer=RamStyle.SPRAM),
      "Only the weights can be in SPRAM"),
 ])
 def test_errors(make, message):
@@ -183,7 +183,7 @@ def test_planner_refuses_more_sprams_than_the_device_has(tmp_path):
 
 def test_no_spram_on_ecp5_or_small_memories():
     from qloom.flows.cost import Family
-    from qloom.flows.engines.dense import weights_in_spram
+    from qloom.hw.mvu import weights_in_spram
     assert weights_in_spram(2048, 16, Family.ICE40, 4)
     assert not weights_in_spram(2048, 16, Family.ECP5, 0)
     assert not weights_in_spram(1024, 16, Family.ICE40, 4)       # 4 block RAMs: stays

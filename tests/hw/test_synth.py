@@ -174,13 +174,15 @@ def test_mvu_operand_copies_stay_apart(tmp_path, ram_style, groups):
     Yosys keeps the copies apart (not merged back into one register that every PE
     reads)."""
     import numpy as np
-    from qloom.hw.mvu import MVU, operand_copy_registers, operand_groups
+    from qloom.hw.mvu import (MVU, MVUConfig, MVUMemories, MVURegisters, operand_copy_registers,
+                              operand_groups)
     from qloom.hw.weight_mem import RamStyle
     from qloom.nn.dtypes import BIPOLAR
     weights = np.random.default_rng(0).choice([-1, 1], size=(16, 32))
-    dut = MVU(weights=weights, w_type=BIPOLAR, in_type=BIPOLAR, pe=8, simd=16,
-              ram_style=RamStyle[ram_style], buffer_ram_style=RamStyle.LUTRAM,
-              register_operands=True, register_operand_copies=True)
+    dut = MVU(MVUConfig(weights=weights, w_type=BIPOLAR, in_type=BIPOLAR, pe=8, simd=16,
+                        memories=MVUMemories(weights=RamStyle[ram_style],
+                                             buffer=RamStyle.LUTRAM),
+                        registers=MVURegisters(operands=True, operand_copies=True)))
     block = ram_style == "BLOCK"
     assert dut.buffer_copies and operand_groups(8, weights_block=block) == groups
     synthesize(dut, family="ecp5", build_dir=tmp_path, progress=False)
@@ -227,15 +229,15 @@ def test_mvu_rom_slices_share_columns_within_a_group(tmp_path):
     All 8 PEs have the same weights: one ROM would share every column among all 8. No
     lane has one weight in all 3 words (a constant column, which needs no register)."""
     import numpy as np
-    from qloom.hw.mvu import MVU, weight_columns
+    from qloom.hw.mvu import MVU, MVUConfig, MVUMemories, MVURegisters, weight_columns
     from qloom.hw.weight_mem import RamStyle
     from qloom.nn.dtypes import BIPOLAR
     folds = np.random.default_rng(1).choice([-1, 1], size=(3, 16))
     folds[2] = np.where(folds[0] == folds[1], -folds[0], folds[2])
     weights = np.repeat(folds.reshape(1, 48), 8, axis=0)
-    dut = MVU(weights=weights, w_type=BIPOLAR, in_type=BIPOLAR, pe=8, simd=16,
-              ram_style=RamStyle.DISTRIBUTED, register_operands=True,
-              register_operand_copies=True)
+    dut = MVU(MVUConfig(weights=weights, w_type=BIPOLAR, in_type=BIPOLAR, pe=8, simd=16,
+                        memories=MVUMemories(weights=RamStyle.DISTRIBUTED),
+                        registers=MVURegisters(operands=True, operand_copies=True)))
     assert dut.rom_slices == [(0, 64), (64, 64)]
     synthesize(dut, family="ecp5", build_dir=tmp_path, progress=False)
     netlist = json.loads((tmp_path / "top.json").read_text())

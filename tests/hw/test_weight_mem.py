@@ -93,7 +93,7 @@ def test_threshold_memory_width_as_built(w_type, in_type, bias):
     # the bias and sign only when they vary), so its blocks are counted exactly.
     import numpy as np
     from amaranth.hdl import Fragment, Shape
-    from qloom.hw.mvu import MVU, threshold_lane_bits
+    from qloom.hw.mvu import MVU, MVUConfig, threshold_lane_bits
     from qloom.hw.threshold import ThresholdSpec
     from qloom.nn.dtypes import BIPOLAR, int_type, uint_type
     types = {"bipolar": BIPOLAR, "int3": int_type(3), "uint4": uint_type(4)}
@@ -106,7 +106,8 @@ def test_threshold_memory_width_as_built(w_type, in_type, bias):
     b = np.zeros(mh, dtype=np.int64) if bias == "uniform" else rng.integers(0, 3, mh)
     spec = ThresholdSpec(thresholds=t, bias=b, sign=np.ones(mh, dtype=np.int64),
                          out_type=uint_type(3))
-    mvu = MVU(weights=weights, w_type=wt, in_type=it, pe=pe, simd=5, threshold=spec)
+    mvu = MVU(MVUConfig(weights=weights, w_type=wt, in_type=it, pe=pe, simd=5,
+                        threshold=spec))
     fragment = Fragment.get(mvu, None)
     thresholds = next(m for m, name, *_ in fragment.subfragments if name == "thresholds")
     built = thresholds._data        # the elaborated memory's contents and shape

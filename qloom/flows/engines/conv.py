@@ -7,8 +7,8 @@ from __future__ import annotations
 from ...nn.ir import Conv, MultiThreshold
 from .base import Engine, Fold, divisors, window_needed
 from .padding import pad_code
-from .dense import (WEIGHT_PLACES, datapath_of, dsp_primitive, memory_styles, mvu_features,
-                    mvu_registers, threshold_spec)
+from .dense import (WEIGHT_PLACES, datapath_of, dsp_primitive, memory_styles, mvu_config,
+                    threshold_spec)
 
 __all__ = ["ConvEngine"]
 
@@ -49,12 +49,27 @@ class ConvEngine(Engine):
         # The systolic array keeps its weights in its cells.
         return () if self.systolic else WEIGHT_PLACES
 
+    @property
+    def threshold_bits(self) -> int:
+        """Bits per PE lane the fused thresholds' memory is counted with: every threshold
+        as wide as the accumulator (0 without thresholds)."""
+        if self.threshold is None:
+            return 0
+        return self.threshold.num_thresholds * self.conv.acc_type(self.in_c).bits
+
     def styles(self, fold, options):
         """Where the matrix unit's memories go (``memory_styles``)."""
         conv = self.conv
-        return memory_styles(self.out_c, self.mw, fold.pe, fold.simd, conv.w_type,
-                             conv.in_type, conv.acc_type(self.in_c).bits, self.threshold,
-                             options.family, options.sprams, weights=fold.weights)
+        return memory_styles(self.out_c, self.mw, fold, conv.w_type, conv.in_type,
+                             self.threshold_bits, options)
+
+    def config(self, fold, options, dsps=0):
+        """The configuration of the MVU this engine builds at ``fold`` (not for the
+        systolic array)."""
+        conv = self.conv
+        return mvu_config(weights=conv.dense_weights(self.in_c), w_type=conv.w_type,
+                          in_type=conv.in_type, fold=fold, threshold=self.threshold,
+                          options=options, dsps=dsps, memories=self.styles(fold, options))
 
     @property
     def engine_name(self):
@@ -108,12 +123,10 @@ class ConvEngine(Engine):
                               simd=fold.simd, bits=conv.in_type.bits, family=family)
         acc_bits = conv.acc_type(self.in_c).bits
         if not self.systolic:
+            from ...hw import mvu
             return [("_swg", window),
-                    ("", mvu_features(weights=conv.dense_weights(self.in_c), pe=fold.pe,
-                                      simd=fold.simd, w_type=conv.w_type, in_type=conv.in_type,
-                                      acc_bits=acc_bits, threshold=self.threshold,
-                                      options=options, dsps=dsps,
-                                      styles=self.styles(fold, options)))]
+                    ("", mvu.estimate(self.config(fold, options, dsps), family,
+                                      threshold_bits=self.threshold_bits or None))]
         array = systolic.estimate(mh=self.out_c, mw=self.mw, rows=fold.simd, cols=fold.pe,
                                   w_bits=conv.w_type.bits, in_bits=conv.in_type.bits,
                                   acc_bits=acc_bits, dsps=dsps, family=family,
@@ -163,11 +176,7 @@ class ConvEngine(Engine):
                                                              conv.in_type))
         else:
             from ...hw.mvu import MVU
-            unit = MVU(weights=weights, w_type=conv.w_type, in_type=conv.in_type,
-                       pe=fold.pe, simd=fold.simd, threshold=spec, dsp_budget=dsps,
-                       **self.styles(fold, options).ram_styles(),
-                       **mvu_registers(options, multipliers=False,
-                                       threshold=self.threshold))
+            unit = MVU(self.config(fold, options, dsps))
         nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
         if self.systolic and spec is not None:
             from .threshold import thresholding

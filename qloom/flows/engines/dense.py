@@ -4,18 +4,15 @@ following activation's thresholds fused into its output."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 from ...hw.mvu_datapath import Datapath, select_datapath
 from ...nn.dtypes import DataType
 from ...nn.ir import Dense, MultiThreshold
-from ...hw.estimate import bram_count
-from ...hw.mem_pack import bank_depth
-from ..cost import Family, has_lutram, use_block_ram
+from ..cost import Family
 from .base import BuildOptions, Engine, Fold, divisors, pixels
 
-__all__ = ["DenseEngine", "WEIGHT_PLACES", "datapath_of", "dsp_primitive", "mvu_registers",
-           "mvu_features"]
+__all__ = ["DenseEngine", "WEIGHT_PLACES", "datapath_of", "dsp_primitive", "mvu_config",
+           "memory_styles"]
 
 # The engine names' suffix per datapath.
 _SUFFIX = {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub", Datapath.MAC: "mac"}
@@ -30,27 +27,22 @@ def datapath_of(w_type: DataType, in_type: DataType) -> str:
     return _SUFFIX[select_datapath(w_type, in_type)]
 
 
-def mvu_features(*, weights, pe: int, simd: int, w_type: DataType,
-                 in_type: DataType, acc_bits: int, threshold: MultiThreshold | None,
-                 options: BuildOptions, dsps: int, styles: "MemoryStyles",
-                 threshold_bits: int | None = None):
-    """The MVU's estimate features for one folding of ``weights`` (``[MH, MW]``, as the
-    unit gets them), with the memory placement ``styles`` and the register stages this
-    engine builds it with (``threshold_bits``: the thresholds' bits per lane as built,
-    when known)."""
-    from ...hw import mvu
-    mh, mw = weights.shape
-    return mvu.estimate(
-        mh=mh, mw=mw, pe=pe, simd=simd, w_type=w_type, in_type=in_type, acc_bits=acc_bits,
-        thresholds=threshold.num_thresholds if threshold is not None else 0,
-        out_bits=threshold.out_type.bits if threshold is not None else 0, dsps=dsps,
-        pipeline=options.pipeline,
-        dsp_blocks=dsp_primitive(options, w_type, in_type) is not None,
-        weights_block=styles.weights, thresholds_block=styles.thresholds,
-        buffer_block=styles.buffer, family=options.family,
-        weights_spram=styles.weights_spram, threshold_bits=threshold_bits,
-        weight_bank_depth=styles.weight_bank_depth,
-        weight_columns=functools.partial(mvu.weight_columns, weights, w_type, pe, simd))
+def mvu_config(*, weights, w_type: DataType, in_type: DataType, fold: Fold,
+               threshold: MultiThreshold | None, options: BuildOptions, dsps: int,
+               memories):
+    """The MVU configuration an engine builds ``weights`` (``[MH, MW]``, as the unit gets
+    them) with at ``fold``: ``dsps`` lanes on DSP blocks, the memories where ``memories``
+    (``memory_styles``) puts them, the register stages ``options`` asks for by the
+    template's rules (``qloom.hw.mvu.MVURegisters.for_target``)."""
+    from ...hw.mvu import MVUConfig, MVURegisters
+    registers = MVURegisters.for_target(
+        pipeline=options.pipeline, family=options.family,
+        datapath=select_datapath(w_type, in_type),
+        thresholds=threshold.num_thresholds if threshold is not None else 0)
+    return MVUConfig(weights=weights, w_type=w_type, in_type=in_type, pe=fold.pe,
+                     simd=fold.simd, threshold=threshold_spec(threshold), dsp_budget=dsps,
+                     memories=memories, registers=registers,
+                     dsp_primitive=dsp_primitive(options, w_type, in_type))
 
 
 class DenseEngine(Engine):
@@ -86,14 +78,16 @@ class DenseEngine(Engine):
     def multiplier_bits(self):
         return self.dense.in_type.bits * self.dense.w_type.bits
 
+    def config(self, fold, options, dsps=0):
+        """The configuration of the MVU this engine builds at ``fold``."""
+        d = self.dense
+        return mvu_config(weights=d.weights, w_type=d.w_type, in_type=d.in_type, fold=fold,
+                          threshold=self.threshold, options=options, dsps=dsps,
+                          memories=self.styles(fold, options))
+
     def features(self, fold, options, dsps=0):
-        return [("", mvu_features(weights=self.dense.weights, pe=fold.pe,
-                                  simd=fold.simd, w_type=self.dense.w_type,
-                                  in_type=self.dense.in_type,
-                                  acc_bits=self.dense.acc_type.bits, threshold=self.threshold,
-                                  options=options, dsps=dsps,
-                                  styles=self.styles(fold, options),
-                                  threshold_bits=self.threshold_bits))]
+        from ...hw import mvu
+        return [("", mvu.estimate(self.config(fold, options, dsps), options.family))]
 
     @functools.cached_property
     def threshold_bits(self) -> int | None:
@@ -133,85 +127,33 @@ class DenseEngine(Engine):
         d = self.dense
         return (np.repeat(np.arange(1, self.vectors + 1, dtype=np.int64) * d.mw, d.mh),)
 
-    def styles(self, fold, options) -> "MemoryStyles":
+    def styles(self, fold, options):
+        """Where the MVU's memories go (``memory_styles``), the fused thresholds counted
+        as the unit narrows them (``threshold_bits``)."""
         d = self.dense
-        return memory_styles(d.mh, d.mw, fold.pe, fold.simd, d.w_type, d.in_type,
-                             d.acc_type.bits, self.threshold, options.family, options.sprams,
-                             self.threshold_bits, fold.weights)
+        return memory_styles(d.mh, d.mw, fold, d.w_type, d.in_type, self.threshold_bits or 0,
+                             options)
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.mvu import MVU
         from ...hw.top import Node
-        unit = MVU(weights=self.dense.weights, w_type=self.dense.w_type,
-                   in_type=self.dense.in_type, pe=fold.pe, simd=fold.simd,
-                   threshold=threshold_spec(self.threshold), dsp_budget=dsps,
-                   **self.styles(fold, options).ram_styles(),
-                   **mvu_registers(options, self.multipliers(fold) > 0, self.threshold),
-                   dsp_primitive=dsp_primitive(options, self.dense.w_type, self.dense.in_type))
+        unit = MVU(self.config(fold, options, dsps))
         return [Node(self.name, unit, self.inputs, self.output)]
 
 
-@dataclass(frozen=True)
-class MemoryStyles:
-    """Block RAM (True) or logic (False) for each memory of one matrix-vector unit, and
-    SPRAM for its weights (``weights_spram``, iCE40UP5K)."""
-
-    weights: bool
-    thresholds: bool
-    buffer: bool
-    lutram: bool = False     # the family has distributed RAM cells for the buffer
-    weights_spram: bool = False
-    weight_bank_depth: int | None = None    # block RAM weights in banks (mem_pack.bank_depth)
-
-    def ram_styles(self) -> dict:
-        """The MVU keyword arguments placing its memories accordingly: read-only ones in
-        logic or block RAM, the writable input buffer in block RAM, distributed RAM cells
-        or flip-flops (as ``qloom.hw.estimate.ram_cost`` counts it)."""
-        from ...hw.weight_mem import RamStyle
-
-        def style(block):
-            return RamStyle.BLOCK if block else RamStyle.DISTRIBUTED
-        buffer = (RamStyle.BLOCK if self.buffer else
-                  RamStyle.LUTRAM if self.lutram else RamStyle.DISTRIBUTED)
-        return {"ram_style": RamStyle.SPRAM if self.weights_spram else style(self.weights),
-                "threshold_ram_style": style(self.thresholds),
-                "buffer_ram_style": buffer, "weight_bank_depth": self.weight_bank_depth}
-
-
-# A weight memory goes to SPRAM (when the device has them) from this many block RAMs on:
-# a quarter of the UP5K's 30, so that the memories that would exhaust block RAM go there
-# and small ones stay in block RAM, which needs no load from the flash.
-SPRAM_FROM_BRAMS = 8
-
-
-def weights_in_spram(words: int, width: int, family: Family, sprams: int) -> bool:
-    """Whether a weight memory of ``words`` x ``width`` bits goes to SPRAM: the device has
-    ``sprams`` (iCE40UP5K), the memory fits side by side SPRAMs (at most 16K words, at
-    most ``sprams`` of them) and would take ``SPRAM_FROM_BRAMS`` block RAMs or more."""
-    from ...hw.spram import SPRAM_DEPTH, spram_blocks
-    return (family is Family.ICE40 and sprams > 0 and words <= SPRAM_DEPTH
-            and spram_blocks(width) <= sprams
-            and bram_count(words, width, family) >= SPRAM_FROM_BRAMS)
-
-
-def memory_styles(mh, mw, pe, simd, w_type: DataType, in_type: DataType, acc_bits: int,
-                  threshold: MultiThreshold | None, family: Family,
-                  sprams: int = 0, threshold_bits: int | None = None,
-                  weights: str = "") -> MemoryStyles:
-    """Where each memory of a matrix unit goes: by the rules of ``use_block_ram`` and
-    ``weights_in_spram``, the weights where ``weights`` ("block" or "logic") says when
-    it is given."""
-    k = threshold.num_thresholds if threshold is not None else 0
-    lane = k * acc_bits if threshold_bits is None else threshold_bits
-    words, width = (mh // pe) * (mw // simd), pe * simd * w_type.bits
-    spram = not weights and weights_in_spram(words, width, family, sprams)
-    block = weights == "block" if weights else use_block_ram(words, width, family)
-    return MemoryStyles(
-        weights_spram=spram, weights=block,
-        weight_bank_depth=bank_depth(words, width, family) if block and not spram else None,
-        thresholds=k > 0 and use_block_ram(mh // pe, pe * lane, family),
-        buffer=use_block_ram(mw // simd, simd * in_type.bits, family, writable=True),
-        lutram=has_lutram(family))
+def memory_styles(mh: int, mw: int, fold: Fold, w_type: DataType, in_type: DataType,
+                  threshold_lane_bits: int, options: BuildOptions):
+    """Where each memory of a matrix unit of ``[mh, mw]`` weights goes at ``fold``
+    (``qloom.hw.mvu.MVUMemories.place``), with ``threshold_lane_bits`` bits per PE of
+    fused thresholds (0: none), the weights where ``fold.weights`` ("block" or "logic")
+    says when it is given."""
+    from ...hw.mvu import MVUMemories
+    pe, simd = fold.pe, fold.simd
+    return MVUMemories.place(words=(mh // pe) * (mw // simd), width=pe * simd * w_type.bits,
+                             buffer_words=mw // simd, buffer_width=simd * in_type.bits,
+                             threshold_words=mh // pe, threshold_width=pe * threshold_lane_bits,
+                             family=options.family, sprams=options.sprams,
+                             weights=fold.weights)
 
 
 def threshold_spec(layer: MultiThreshold | None):
@@ -231,32 +173,7 @@ def dsp_primitive(options: BuildOptions, w_type: DataType, in_type: DataType) ->
     return "ecp5" if fits_dsp(shape_of(w_type)) and fits_dsp(shape_of(in_type)) else None
 
 
-def mvu_registers(options: BuildOptions, multipliers: bool,
-                  threshold: MultiThreshold | None = None) -> dict:
-    """The MVU's register-stage arguments: all set from ``options``, the operand register
-    and the fused thresholds' compare register as the templates' rules say
-    (``qloom.hw.mvu.operand_register``, ``qloom.hw.threshold.compare_register``)."""
-    from ...hw.mvu import MVU, fetches_thresholds, operand_copies, operand_register
-    registers = pipeline_options(MVU, options)
-    registers["register_operands"] &= operand_register(multipliers, options.family)
-    registers["register_operand_copies"] &= operand_copies(options.family)
-    registers["register_thresholds_fetch"] &= fetches_thresholds(options.family)
-    # In the block RAM's own output register (free) on the ECP5 only.
-    registers["register_threshold_read"] &= options.family is Family.ECP5
-    if threshold is not None:
-        registers["compare_register"] = threshold_compare_register(threshold, options)
-    return registers
-
-
 def threshold_compare_register(threshold: MultiThreshold, options: BuildOptions) -> bool:
     """Whether thresholds (fused or standalone) register their compares on this family."""
     from ...hw.threshold import compare_register
     return compare_register(threshold.num_thresholds, options.family)
-
-
-def pipeline_options(component_class, options: BuildOptions) -> dict:
-    """The register-stage keyword arguments ``component_class`` accepts, set from options."""
-    import inspect
-    params = inspect.signature(component_class.__init__).parameters
-    return {name: options.pipeline for name in params
-            if name.startswith("register_") and params[name].kind == params[name].KEYWORD_ONLY}
