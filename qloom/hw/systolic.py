@@ -184,6 +184,14 @@ class SystolicArray(wiring.Component):
         # enough credits to cover the issue -> FIFO -> credit round trip at full rate
         return -(-(self._rows + self._cols + 9 + self._pe_extra) // self.k_tiles) + 1
 
+    def estimate(self, family) -> Features:
+        """The array's resources on ``family`` (:func:`estimate` of what it is built
+        with)."""
+        return estimate(mh=self.mh, mw=self.mw, rows=self._rows, cols=self._cols,
+                        w_bits=self._w_type.bits, in_bits=self._in_type.bits,
+                        acc_bits=self._acc_type.bits, dsps=self._dsp_count, family=family,
+                        dsp_blocks=self._dsp_primitive is not None)
+
     @property
     def _pe_extra(self) -> int:
         """Cycles a PE takes beyond three: one with ECP5 DSP blocks (``dsp_primitive``)."""

@@ -63,6 +63,17 @@ class ConvEngine(Engine):
         return memory_styles(self.out_c, self.mw, fold, conv.w_type, conv.in_type,
                              self.threshold_bits, options)
 
+    def systolic_array(self, fold, options, dsps=0):
+        """The systolic array this engine builds at ``fold`` for multi-bit weights and
+        inputs: ``simd`` rows, ``pe`` columns, ``dsps`` of its multipliers on DSP
+        blocks."""
+        from ...hw.systolic import SystolicArray
+        conv = self.conv
+        return SystolicArray(weights=conv.dense_weights(self.in_c), w_type=conv.w_type,
+                             in_type=conv.in_type, rows=fold.simd, cols=fold.pe,
+                             dsp_budget=dsps,
+                             dsp_primitive=dsp_primitive(options, conv.w_type, conv.in_type))
+
     def config(self, fold, options, dsps=0):
         """The configuration of the MVU this engine builds at ``fold`` (not for the
         systolic array)."""
@@ -114,28 +125,22 @@ class ConvEngine(Engine):
         return self.conv.in_type.bits * self.conv.w_type.bits
 
     def features(self, fold, options, dsps=0):
-        from ...hw import swg, systolic
+        from ...hw import swg
         from ...hw.estimate import unelaborated
         from .threshold import thresholding
         conv, family = self.conv, options.family
         window = swg.estimate(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
                               kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
                               simd=fold.simd, bits=conv.in_type.bits, family=family)
-        acc_bits = conv.acc_type(self.in_c).bits
         if not self.systolic:
             from ...hw import mvu
             return [("_swg", window),
                     ("", mvu.estimate(self.config(fold, options, dsps), family,
                                       threshold_bits=self.threshold_bits or None))]
-        array = systolic.estimate(mh=self.out_c, mw=self.mw, rows=fold.simd, cols=fold.pe,
-                                  w_bits=conv.w_type.bits, in_bits=conv.in_type.bits,
-                                  acc_bits=acc_bits, dsps=dsps, family=family,
-                                  dsp_blocks=dsp_primitive(options, conv.w_type,
-                                                           conv.in_type) is not None)
-        parts = [("_swg", window), ("", array)]
+        array = unelaborated(self.systolic_array(fold, options, dsps))
+        parts = [("_swg", window), ("", array.estimate(family))]
         if self.threshold is not None:
-            unit = unelaborated(thresholding(self.threshold, conv.acc_type(self.in_c), fold.pe,
-                                             options))
+            unit = unelaborated(thresholding(self.threshold, array.acc_type, fold.pe, options))
             parts.append(("_thr", unit.estimate(family)))
         return parts
 
@@ -163,17 +168,11 @@ class ConvEngine(Engine):
 
     def nodes(self, fold, options, dsps=0):
         from ...hw.top import Node
-        conv = self.conv
         windows = f"{self.name}_windows"
         swg = self.window(fold.simd)
-        weights = conv.dense_weights(self.in_c)
         spec = threshold_spec(self.threshold)
         if self.systolic:
-            from ...hw.systolic import SystolicArray
-            unit = SystolicArray(weights=weights, w_type=conv.w_type, in_type=conv.in_type,
-                                 rows=fold.simd, cols=fold.pe, dsp_budget=dsps,
-                                 dsp_primitive=dsp_primitive(options, conv.w_type,
-                                                             conv.in_type))
+            unit = self.systolic_array(fold, options, dsps)
         else:
             from ...hw.mvu import MVU
             unit = MVU(self.config(fold, options, dsps))

@@ -82,8 +82,8 @@ class MVUConfig:
         if self.dsp_primitive and dsp_count:
             if not (registers.operands and registers.products):
                 raise ValueError("The 'ecp5' DSP primitive works in the operand and "
-                                 "product register stages: it needs register_operands and "
-                                 "register_products")
+                                 "product register stages: it needs MVURegisters(operands=True, "
+                                 "products=True)")
             check_dsp_primitive(self.dsp_primitive, [("Weight type", self.w_type),
                                                      ("Input type", self.in_type)])
         resolved = {"weights": weights, "registers": registers, "datapath": datapath,

@@ -15,8 +15,7 @@ from ..dsp import Ecp5Multiplier
 from ..mvu_datapath import (Datapath, is_select_type, multiply, nibble_counts, partial_sums,
                             product_parts, select_product, tree_sum, value_of)
 from ..weight_mem import kept_register, read_register
-from .registers import (DSP_FEED, OPERAND_PES, accumulators_per_copy, operand_groups,
-                        operand_spread, pe_groups)
+from .registers import DSP_FEED, OPERAND_PES, accumulators_per_copy, operand_spread, pe_groups
 
 __all__ = ["operands", "chosen", "dsp_feed", "lane_terms", "adder_tree", "stage",
            "tag_copies", "Tag"]
@@ -38,7 +37,7 @@ def operands(m, cfg, payload, w_data, w_layout, issue, s_fold, s_last, from_stre
     # (``BankedRom``, ``bank_stages``): the input words and the tag wait for them.
     waits = (["fetch"] if cfg.fetch_register else []) + \
         [f"bank{k}_" for k in range(cfg.bank_stages)]
-    groups = operand_groups(cfg.pe, cfg.registers.operand_copies, cfg.weights_block)
+    groups = cfg.operand_groups
     # Registers beside ``x_reg`` that the copies read, a few copies each
     # (``operand_spread``).
     hop = cfg.operand_hop
@@ -48,7 +47,7 @@ def operands(m, cfg, payload, w_data, w_layout, issue, s_fold, s_last, from_stre
                              if cfg.registers.operands else 0)]
     in_layout = payload.shape()
     x_buffered = (_input_buffer(m, cfg, payload, issue, s_fold, from_stream, x_reg,
-                                               tag["valid"], x_from_stream)
+                                tag["valid"], x_from_stream)
                   if nf > 1 else None)
     # The input words and the tag wait for the weights (the buffer keeps its read
     # address, so its write/read order is unchanged).
@@ -95,7 +94,7 @@ def operands(m, cfg, payload, w_data, w_layout, issue, s_fold, s_last, from_stre
         buffered = (in_layout(regs[1][0]) if shared else
                     None if x_buffered is None else
                     kept_register(m, x_buffered if buffered_src is None else buffered_src,
-                               f"operand_buffered{group}"))
+                                  f"operand_buffered{group}"))
         words.append(chosen(m, x, buffered, from_stream, str(group)))
     return w, [words[g] for g, pes in enumerate(pe_groups(cfg.pe, groups))
                for _ in pes], tag
@@ -129,6 +128,7 @@ def _input_buffer(m, cfg, payload, issue, s_fold, from_stream, x_reg, issued,
                      b_write.en.eq(issue & from_stream)]
     return b_read.data
 
+
 def chosen(m, x, x_buffered, from_stream, suffix):
     """The stream's word ``x`` or (when there is a buffer) the buffer's, by
     ``from_stream``."""
@@ -140,6 +140,7 @@ def chosen(m, x, x_buffered, from_stream, suffix):
     m.d.comb += Value.cast(x_sel).eq(Mux(from_stream, Value.cast(x),
                                          Value.cast(x_buffered)))
     return x_sel
+
 
 def dsp_feed(m, cfg, w, x) -> dict:
     """The lanes on ECP5 DSP blocks: lane -> the block's product.
@@ -170,6 +171,7 @@ def dsp_feed(m, cfg, w, x) -> dict:
             m.d.comb += [block.a.eq(a), block.b.eq(b), block.ce.eq(1)]
             blocks[lane] = block.p
     return blocks
+
 
 def lane_terms(m, cfg, w, x, blocks, tag):
     """Each PE's terms for the adder tree, through the product register stages:
@@ -221,6 +223,7 @@ def lane_terms(m, cfg, w, x, blocks, tag):
         terms, tag = stage(m, "from_dsp", terms, tag)
     return terms, tag
 
+
 def adder_tree(m, cfg, terms, tag):
     """Each PE's terms summed into its dot product, registered every ``tree_levels``
     adder levels: ``(dots, tag)``."""
@@ -233,13 +236,14 @@ def adder_tree(m, cfg, terms, tag):
         terms, tag = stage(m, f"partial{n}_", terms, tag)
         group = 1 << rest
     assert not cfg.registers.adder_tree or all(len(lane) <= 1 << rest
-                                                for lane in terms), \
+                                               for lane in terms), \
         "tree_stages disagrees with the terms"
     dots = [tree_sum(lane) for lane in terms]
     if cfg.registers.adder_tree:
         dots, tag = stage(m, "dot", [dots], tag)
         dots = dots[0]
     return dots, tag
+
 
 def _product(cfg, w_code, x_code, lane):
     """The value ``w * x`` of one lane (XNOR-popcount lanes are built per PE)."""
@@ -249,6 +253,7 @@ def _product(cfg, w_code, x_code, lane):
             return select_product(w_code, w_type, value_of(x_code, in_type))
         return select_product(x_code, in_type, value_of(w_code, w_type))
     return multiply(w_code, x_code, dsp=lane < cfg.dsp_count)
+
 
 def stage(m, name, rows, tag, extra=None, reset=False):
     """Register every value of ``rows`` (a list of lists) and the pipeline tag (with
@@ -269,6 +274,7 @@ def stage(m, name, rows, tag, extra=None, reset=False):
         m.d.sync += [reg.eq(v) for reg, v in zip(regs, row)]
     m.d.sync += [new_tag[key].eq(tag[key]) for key in tag]
     return registered, new_tag
+
 
 def tag_copies(m, cfg, tag, acc_bits):
     """``(valid, first)`` for each PE's accumulator: copies of ``tag``'s registers,

@@ -202,8 +202,7 @@ class MVU(wiring.Component):
             # design).
             words, layout = table.parallel_words()
             read = slice_roms(m, words, cfg.threshold_slices(layout.size // cfg.pe),
-                                    cfg.memories.thresholds, fold, "thresholds",
-                                    "thresholds_addr")
+                              cfg.memories.thresholds, fold, "thresholds", "thresholds_addr")
         else:
             mem, layout = table.parallel_memory(cfg.memories.thresholds)
             m.submodules.thresholds = mem
