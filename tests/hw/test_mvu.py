@@ -403,6 +403,49 @@ def test_mvu_takes_a_configuration():
         MVU(3)
     with pytest.raises(TypeError, match=r"Registers must be an MVURegisters, not \{\}"):
         MVUConfig(**GOOD, registers={})
+    with pytest.raises(TypeError, match=r"Memories must be an MVUMemories, not \{\}"):
+        MVUConfig(**GOOD, memories={})
+    with pytest.raises(TypeError, match=r"Register threshold read must be a bool, not None"):
+        MVURegisters(threshold_read=None)
+
+
+@pytest.mark.parametrize("family,pipeline,datapath,expected", [
+    ("ECP5", True, Datapath.XNOR_POPCOUNT, dict(operands=True, operand_copies=True,
+                                                thresholds_fetch=True, threshold_read=True)),
+    ("ICE40", True, Datapath.XNOR_POPCOUNT, dict(operands=False, operand_copies=False,
+                                                 thresholds_fetch=False, threshold_read=False)),
+    ("ICE40", True, Datapath.MAC, dict(operands=True, operand_copies=False)),
+    ("ECP5", False, Datapath.MAC, dict(operands=False, products=False, adder_tree=False,
+                                       operand_copies=False, thresholds_fetch=False,
+                                       threshold_read=False)),
+])
+def test_register_policy_per_family(family, pipeline, datapath, expected):
+    """The one place the register stages of a build are decided (the engines ask it)."""
+    from qloom.hw.estimate import Family
+    from qloom.hw.threshold import compare_register
+    registers = MVURegisters.for_target(pipeline=pipeline, family=Family[family],
+                                        datapath=datapath, thresholds=3)
+    assert {key: getattr(registers, key) for key in expected} == expected
+    assert registers.products is registers.adder_tree is pipeline
+    assert registers.compares is compare_register(3, Family[family])
+
+
+@pytest.mark.parametrize("case", ["mac-banked-fused", "xnor-rom-groups", "mac-fused",
+                                  "xnor-threshold-groups"])
+def test_unit_and_estimate_read_one_configuration(case):
+    """The unit reads its configuration's decisions (latency, output queue, ROM slices),
+    the accumulator range is the IR's, and the estimate counts the DSP lanes the unit
+    builds."""
+    from qloom.hw.estimate import Family
+    from qloom.hw.mvu import estimate
+    dut, weights, *_ = build_case(case)
+    cfg = dut.config
+    assert (dut.latency, dut.output_depth, dut.rom_slices) == (cfg.latency, cfg.output_depth,
+                                                               cfg.rom_slices)
+    lo, hi = Dense("d", ("x",), "y", weights=weights, w_type=cfg.w_type,
+                   in_type=cfg.in_type).acc_range()
+    assert (cfg.acc_lo, cfg.acc_hi) == (lo.min(), hi.max())
+    assert estimate(cfg, Family.ECP5).dsp == cfg.dsp_count
 
 
 @pytest.mark.parametrize("case,registered", [("xnor-fused-threshold-read", True),
