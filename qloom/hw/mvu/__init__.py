@@ -36,14 +36,13 @@ away, which the blocks' own registers remove: ``dsp_primitive="ecp5"``, see qloo
 Weights live in a read-only :class:`amaranth.lib.memory.Memory` of ``NF*SF`` words of
 ``PE*SIMD`` lanes, read synchronously, placed by ``MVUMemories.weights`` (the fused
 thresholds by ``MVUMemories.thresholds``, the input vector buffer by
-``MVUMemories.buffer``); in block RAM
-deeper than one block, in banks of ``MVUMemories.bank_depth`` words
-(``qloom.hw.weight_mem.BankedRom``, the rule in ``qloom.hw.mem_pack.bank_depth``; a cycle
-or two more, ``bank_stages`` above). The accumulator is exactly
-as wide as the worst case of the actual weights over every input of ``in_type``.
-With the weights in ``RamStyle.SPRAM`` (iCE40UP5K) the weights are in SPRAMs instead
-(``qloom.hw.spram``), written through the ``load`` port at start-up: the unit takes no
-input until ``load.done``.
+``MVUMemories.buffer``); in block RAM deeper than one block, in banks of
+``MVUMemories.bank_depth`` words (``qloom.hw.weight_mem.BankedRom``, the rule in
+``qloom.hw.mem_pack.bank_depth``; a cycle or two more, ``bank_stages`` above). The
+accumulator is exactly as wide as the worst case of the actual weights over every input of
+``in_type``. With ``MVUMemories.weights`` at ``RamStyle.SPRAM`` (iCE40UP5K) the weights
+are in SPRAMs instead (``qloom.hw.spram``), written through the ``load`` port at start-up:
+the unit takes no input until ``load.done``.
 
 The package, by concern: ``config`` (:class:`MVUConfig`, the one validated configuration
 that the unit, its estimate and the planner read), ``registers`` (:class:`MVURegisters` and
