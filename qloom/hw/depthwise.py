@@ -21,6 +21,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
+from ..nn.ir import accumulator_range
 from .mvu_datapath import (Datapath, is_select_type, multiply, select_datapath,
                            select_product, value_of)
 from .estimate import Features, lut_multiplier_luts, memory_cost
@@ -56,9 +57,7 @@ class DepthwiseMAC(wiring.Component):
         self._weights = weights.astype(np.int64)
         self._w_type, self._in_type, self._lanes = w_type, in_type, lanes
         self._datapath = select_datapath(w_type, in_type)
-        pos, neg = np.clip(weights, 0, None), np.clip(weights, None, 0)
-        lo = pos.sum(axis=1) * in_type.min + neg.sum(axis=1) * in_type.max
-        hi = pos.sum(axis=1) * in_type.max + neg.sum(axis=1) * in_type.min
+        lo, hi = accumulator_range(self._weights, in_type)
         self._acc_type = smallest_type(min(0, int(lo.min())), max(0, int(hi.max())))
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), lanes))),

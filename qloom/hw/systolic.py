@@ -29,8 +29,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 import numpy as np
 
-from ..nn.dtypes import DataType
-from ..nn.ir import Dense
+from ..nn.dtypes import DataType, smallest_type
+from ..nn.ir import accumulator_range
 from .dsp import Ecp5Multiplier, check_dsp_primitive
 from .estimate import Features
 from .fifo import StreamFIFO
@@ -142,8 +142,8 @@ class SystolicArray(wiring.Component):
         self._rows, self._cols = rows, cols
         self._dsp_count = rows * cols if dsp_budget is None else min(dsp_budget, rows * cols)
         self._dsp_primitive = dsp_primitive if self._dsp_count else None
-        self._acc_type = Dense("systolic", ("x",), "y", weights=self._weights, w_type=w_type,
-                               in_type=in_type).acc_type
+        lo, hi = accumulator_range(self._weights, in_type)
+        self._acc_type = smallest_type(lo.min(), hi.max())
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape_of(in_type), rows))),
             "o": Out(stream.Signature(data.ArrayLayout(shape_of(self._acc_type), cols))),
