@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..estimate import Family, bram_count, has_lutram, use_block_ram
+from ..estimate import bram_count, has_lutram, use_block_ram
 from ..mem_pack import bank_depth
 from ..spram import SPRAM_DEPTH, spram_blocks
+from ..target import Family
 from ..weight_mem import RamStyle
 
 __all__ = ["MVUMemories", "SPRAM_FROM_BRAMS", "weights_in_spram"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..estimate import Family
 from ..mvu_datapath import Datapath
 from ..skid import GROUP_BITS
+from ..target import Family
 from ..threshold import compare_register
 
 __all__ = ["MVURegisters", "DSP_FEED", "OPERAND_PES", "operand_register", "operand_copies",
