@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 from qloom.errors import QloomError
-from qloom.flows.asic.flow import build_asic_flow
-from qloom.flows.build import build_board
-from qloom.flows.compile import compile_model
+from qloom.flows.toolchain.asic.flow import build_asic_flow
+from qloom.flows.toolchain.build import build_board
+from qloom.flows.compile.steps import compile_model
 
 MODELS = Path(__file__).resolve().parents[1] / "examples" / "models"
 BOARD = "ulx3s-85f"

@@ -79,8 +79,8 @@ def _first_line(error: Exception) -> str:
 def measure(design: Design, work: Path) -> dict:
     """Compile and build ``design`` in ``work``: its row (status, clock, Fmax, use)."""
     from qloom.errors import QloomError, ToolError
-    from qloom.flows.build import build_board
-    from qloom.flows.compile import compile_model
+    from qloom.flows.toolchain.build import build_board
+    from qloom.flows.compile.steps import compile_model
 
     row = {"design": design.name, "model": design.model.stem, "board": design.board,
            "folding": design.folding}

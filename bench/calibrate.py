@@ -41,7 +41,7 @@ def _current_features(row: dict) -> dict | None:
     no longer compiles to the Verilog that was measured (the row is then stale)."""
     import tempfile
     from estimates import BOARDS, designs, node_features, rtl_digest
-    from qloom.flows.compile import compile_model
+    from qloom.flows.compile.steps import compile_model
     design = next((d for d in designs() if d.name == row["design"]), None)
     if design is None or "rtl_sha" not in row:
         return None

@@ -1,5 +1,5 @@
 """ECP5 carry-chain bench: how many TRELLIS_COMB nextpnr packs a built design into with
-and without the carry-chain pass (``qloom.flows.ecp5_carry``), beside Yosys' LUT4 count.
+and without the carry-chain pass (``qloom.flows.toolchain.ecp5_carry``), beside Yosys' LUT4 count.
 
 Reads the Yosys netlist an ECP5 ``qloom build`` keeps (``OUT/build/board_top.json``) and
 runs ``nextpnr-ecp5 --pack-only`` on it twice (a minute or two each for a design of 40k
@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from qloom.boards.catalog import get_board
-from qloom.flows.ecp5_carry import trim_carry_chains
-from qloom.flows.ecp5_pack import packed_cells
+from qloom.flows.toolchain.ecp5_carry import trim_carry_chains
+from qloom.flows.toolchain.ecp5_pack import packed_cells
 
 
 def row(out: Path) -> dict:

@@ -80,8 +80,8 @@ def measure(design: Design, family: str, work: Path, per_module: bool) -> dict:
     """Compile ``design`` for ``family``'s board and synthesize its accelerator flattened
     (as ``qloom build`` does); with ``per_module`` also each module under the top alone,
     which gives each engine's and edge's measurement."""
-    from qloom.flows import synth
-    from qloom.flows.compile import compile_model
+    from qloom.flows.toolchain import synth
+    from qloom.flows.compile.steps import compile_model
 
     out = work / "out"
     started = time.perf_counter()
@@ -121,7 +121,7 @@ def _synth_modules(rtl, family: str, work: Path) -> dict:
     is synthesized alone with ``run_yosys``' retries and the run goes on after it."""
     import re
     from qloom.errors import ToolError
-    from qloom.flows import synth
+    from qloom.flows.toolchain import synth
     work.mkdir(parents=True, exist_ok=True)
     reads = []
     names = []
@@ -161,7 +161,7 @@ def node_features(design: Design, family: str, options=None) -> list[tuple[str, 
     """Every template instance of the compiled design (compiled with ``options``, default
     the design's own) with the features its estimate is computed from: (Yosys module name
     under qloom_top, or "@edge" for an edge's modules together, Features)."""
-    from qloom.flows.compile import CompileConfig, run_steps
+    from qloom.flows.compile.steps import CompileConfig, run_steps
     options = design.options if options is None else options
     state = run_steps(design.model, CompileConfig(board=BOARDS[family], **options),
                       until="fold")

@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 from qloom.errors import ToolError
-from qloom.flows.synth import synthesize
+from qloom.flows.toolchain.synth import synthesize
 from qloom.hw.estimate import Family, calibrated
 
 MODELS = Path(__file__).resolve().parents[1] / "examples" / "models"
@@ -50,8 +50,8 @@ def layers():
 def unrolled(dense, family, after=None):
     """The unrolled engine of ``dense``, with ``after`` (a MultiThreshold) fused, as qloom
     builds it for ``family`` (the engine's rules for levels per stage and clusters)."""
-    from qloom.flows.engines.base import BuildOptions
-    from qloom.flows.engines.unrolled import chain_schedule, cluster_size
+    from qloom.flows.compile.engines.base import BuildOptions
+    from qloom.flows.compile.engines.unrolled import chain_schedule, cluster_size
     from qloom.hw.threshold import ThresholdSpec
     from qloom.hw.unrolled import UnrolledChain, UnrolledLayer
     post = ThresholdSpec.from_layer(after) if after is not None else None

@@ -65,8 +65,8 @@ def stages_of(net):
 
 def qloom_chain(stages):
     """qloom's unrolled engine of ``stages`` as the compiler builds it for ECP5."""
-    from qloom.flows.engines.base import BuildOptions
-    from qloom.flows.engines.unrolled import UnrolledEngine
+    from qloom.flows.compile.engines.base import BuildOptions
+    from qloom.flows.compile.engines.unrolled import UnrolledEngine
     from qloom.hw.estimate import Family
     engine = UnrolledEngine(stages, 1)
     return engine.nodes(engine.fold, BuildOptions(family=Family.ECP5))[0].component
@@ -147,10 +147,10 @@ def verilog_dut(module: str, in_bits: int, out_bits: int):
 
 def measure(dut, build: Path, verilog=(), pnr=False) -> dict:
     """Yosys synth_ecp5 (and nextpnr-ecp5 with ``pnr``) of ``dut`` in qloom's Harness,
-    with ``verilog`` files read beside it: the flow of ``qloom.flows.synth.synthesize``."""
+    with ``verilog`` files read beside it: the flow of ``qloom.flows.toolchain.synth.synthesize``."""
     from amaranth.back import rtlil
-    from qloom.flows.synth import (AFTER_READ, Harness, read_nextpnr_report, read_stat,
-                                   run_nextpnr, run_yosys, synth_command)
+    from qloom.flows.toolchain.synth import (AFTER_READ, Harness, read_nextpnr_report, read_stat,
+                                             run_nextpnr, run_yosys, synth_command)
     build.mkdir(parents=True, exist_ok=True)
     inputs = {"top.il": rtlil.convert(Harness(dut), name="top")}
     reads = ["read_rtlil top.il"]

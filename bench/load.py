@@ -154,7 +154,7 @@ def main(argv=None):
     parser.add_argument("--keep", type=Path, help="write the models and outputs here")
     args = parser.parse_args(argv)
     import qloom
-    from qloom.flows.compile import CompileConfig, run_steps
+    from qloom.flows.compile.steps import CompileConfig, run_steps
     work = args.keep or Path(tempfile.mkdtemp(prefix="qloom_load_"))
     work.mkdir(parents=True, exist_ok=True)
     print("seconds: wall (CPU of this process; the machine may be shared)")

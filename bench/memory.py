@@ -59,7 +59,7 @@ def rom_component(depth: int, width: int, seed: int = 1):
 
 
 def bench_shapes(family: str, shapes: list[str], keep: Path | None) -> list[dict]:
-    from qloom.flows.synth import synthesize
+    from qloom.flows.toolchain.synth import synthesize
     from qloom.hw.mem_pack import pack
     rows = []
     print(f"{'shape':>10} {'family':>6} {'yosys':>6} {'packed':>6} {'efficiency':>10}  "

@@ -1,7 +1,7 @@
 """Synthesis bench of the hardware templates: for a few sizes of each template, on iCE40UP5K
 and ECP5-85F, LUT4s, flip-flops, DSPs and block RAMs (Yosys ``stat -json`` of the template
 alone) and Fmax (nextpnr ``--report``), the template wrapped in an I/O harness
-(``qloom.flows.synth.Harness``). For binary MVUs also LUT4s per binary synapse per cycle
+(``qloom.flows.toolchain.synth.Harness``). For binary MVUs also LUT4s per binary synapse per cycle
 (PE*SIMD synapses are evaluated each cycle). Each template is configured as the compiler
 builds it for that family (register stages, DSP primitive, threshold mode), so the Fmax is
 the one a compiled design would see; the target clocks are the boards' defaults.
@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from qloom.errors import ToolError
-from qloom.flows.synth import synthesize
+from qloom.flows.toolchain.synth import synthesize
 from qloom.nn.dtypes import BINARY, BIPOLAR, int_type, uint_type
 
 TARGETS = {"ice40": ("iCE40UP5K", "SG48", 50.0), "ecp5": ("LFE5U-85F", "BG381", 150.0)}
@@ -44,13 +44,13 @@ def _rng(seed):
 
 def _options(family: str):
     """The compiler's build options for ``family`` (pipelined, as every board build)."""
-    from qloom.flows.engines.base import BuildOptions
+    from qloom.flows.compile.engines.base import BuildOptions
     from qloom.hw.estimate import Family
     return BuildOptions(family=Family(family))
 
 
 def _mvu(family, mh, mw, pe, simd, w_type, in_type, dsp_budget=None, threshold=False):
-    from qloom.flows.engines.dense import dsp_primitive
+    from qloom.flows.compile.engines.dense import dsp_primitive
     from qloom.hw.mvu import MVU, MVUConfig, MVURegisters
     from qloom.hw.mvu_datapath import select_datapath
     from qloom.hw.threshold import ThresholdSpec
@@ -99,7 +99,7 @@ def _requant(family, channels, lanes, in_bits, out_bits):
 
 
 def _systolic(family, rows, cols, k, n, dsp_budget=None):
-    from qloom.flows.engines.dense import dsp_primitive
+    from qloom.flows.compile.engines.dense import dsp_primitive
     from qloom.hw.systolic import SystolicArray
     weights = _rng(rows * cols).integers(-128, 128, size=(n, k))
     return SystolicArray(weights=weights, w_type=int_type(8), in_type=int_type(8),

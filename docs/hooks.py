@@ -40,7 +40,7 @@ def _ops() -> str:
 
 
 def _engines() -> str:
-    from qloom.flows.engines.mapping import ENGINES, UNROLLED_ENGINES
+    from qloom.flows.compile.engines.mapping import ENGINES, UNROLLED_ENGINES
     rows = ["| IR layer | engine | latency mode |", "|---|---|---|"]
     for layer, engine in ENGINES.items():
         unrolled = UNROLLED_ENGINES.get(layer)

@@ -75,7 +75,7 @@ def main(argv=None) -> int:
 
     if not args.skip_build:
         banner(f"5. bitstream for {args.board} (Yosys + nextpnr from YoWASP)")
-        from qloom.flows.build import build_board
+        from qloom.flows.toolchain.build import build_board
         built = build_board(args.out, board=args.board)
         r = built.report
         print(f"bitstream: {built.bitstream}")

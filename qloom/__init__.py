@@ -14,5 +14,5 @@ def load(model, **options):
 
 def compile(model, out_dir=None, **options):
     """Compile a QONNX model (or a loaded ``Network``) into a streaming accelerator design."""
-    from .flows.compile import compile_model
+    from qloom.flows.compile.steps import compile_model
     return compile_model(model, out_dir, **options)

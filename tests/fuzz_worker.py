@@ -66,7 +66,7 @@ def run_case(req: dict) -> dict:
     import warnings
 
     from qloom.errors import InternalError, QloomError
-    from qloom.flows.compile import compile_model
+    from qloom.flows.compile.steps import compile_model
     from qloom.nn.check import compare_with_qonnx
 
     result = {"status": None}
@@ -134,7 +134,7 @@ def main():
     report = os.fdopen(int(sys.argv[1]), "w", buffering=1)
     resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT, MEMORY_LIMIT))
     signal.signal(signal.SIGALRM, _on_alarm)
-    import qloom.flows.compile  # noqa: F401  (imports once, outside the cases' alarms)
+    import qloom.flows.compile.steps  # noqa: F401  (imports once, outside the cases' alarms)
     import qloom.nn.check  # noqa: F401
     for line in sys.stdin:
         req = json.loads(line)

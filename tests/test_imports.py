@@ -90,4 +90,16 @@ def test_the_checker_finds_a_circle():
 def test_the_graph_sees_late_and_relative_imports():
     graph = import_graph()
     assert "qloom.nn.load" in graph["qloom.manifest"]          # inside a function
-    assert "qloom.errors" in graph["qloom.flows.synth"]         # from ..errors import
+    assert "qloom.errors" in graph["qloom.flows.toolchain.synth"]
+    assert "qloom.hw.mvu" in graph["qloom.flows.compile.engines.dense"]  # inside a function
+
+
+# the layers below the flows (templates, simulation, the frontend, boards) never import them
+LOWER = ("qloom.nn", "qloom.hw", "qloom.sim", "qloom.boards", "qloom.errors", "qloom.manifest")
+
+
+def test_imports_go_one_way():
+    graph = import_graph()
+    upward = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith(LOWER)
+                    for t in targets if t.startswith("qloom.flows"))
+    assert not upward, "lower layers import the flows: " + "; ".join(upward)

@@ -35,9 +35,9 @@ EXIT_STATUSES = {
 }
 
 # Subcommands provided by other modules: (module, description for a missing module).
-_STEP_MODULES = ["qloom.flows.simulate", "qloom.flows.build", "qloom.flows.deploy",
-                 "qloom.flows.host", "qloom.flows.board_sim", "qloom.boards.cli",
-                 "qloom.flows.report_cmd", "qloom.flows.sweep"]
+_STEP_MODULES = ["qloom.flows.simulate", "qloom.flows.toolchain.build",
+                 "qloom.flows.deploy.bundle", "qloom.flows.deploy.host", "qloom.flows.deploy.board_sim", "qloom.boards.cli",
+                 "qloom.flows.report.command", "qloom.flows.sweep.run"]
 
 
 MODEL_HELP = "QONNX model (.onnx), or the name of a bundled one (see `qloom models`)"
@@ -152,8 +152,8 @@ def _add_compile(sub):
 def _auto_precision(args):
     """``--precision auto[:TOL]``: the narrowest uniform precision reaching TOL."""
     from ..nn.quantize import float_reference
-    from .precision_auto import auto_precision, parse_auto
-    from .precision_cost import calibration_inputs
+    from qloom.flows.compile.precision_auto import auto_precision, parse_auto
+    from qloom.flows.compile.precision_cost import calibration_inputs
     if args.precision_file or args.rounding:
         raise QloomError("--precision auto searches one uniform precision: it takes no "
                          "--precision-file or --rounding")
@@ -170,8 +170,8 @@ def _auto_precision(args):
 
 def _run_compile(args) -> int:
     from ..nn.quantize import precision_config
-    from .compile import compile_model
-    from .precision_auto import parse_auto
+    from qloom.flows.compile.steps import compile_model
+    from qloom.flows.compile.precision_auto import parse_auto
     tries = ()
     if parse_auto(args.precision) is not None:
         precision, tries = _auto_precision(args)

@@ -24,7 +24,7 @@ from ..manifest import load_network
 from ..nn.dtypes import DataType
 from ..sim.packing import ints_to_words, pack_frames, padding, unpack_frames, words_to_ints
 from ..sim.runner import Bench, Simulator, read_manifest, run_rtl
-from .html_report import write_report_html
+from qloom.flows.report.html import write_report_html
 
 __all__ = ["simulate", "add_parser", "run"]
 
@@ -211,7 +211,7 @@ def run(args) -> int:
     if args.inputs is not None:
         if not args.inputs.is_file():
             raise QloomError(f"inputs file {args.inputs} not found")
-        from .host import load_inputs
+        from qloom.flows.deploy.host import load_inputs
         inputs = load_inputs(args.inputs)
     random = args.random if args.random is not None or inputs is not None \
         else DEFAULT_RANDOM_FRAMES

@@ -155,7 +155,7 @@ def _ram_logic(depth: int, width: int, family: Family) -> Resources:
 # On the ECP5 a ROM in logic whose address drives more LUTs than this (its width times its
 # 16-word leaves) goes to block RAM whatever the LUT count: the jet tagger's 384-bit,
 # 32-word weight ROM spent 6.9 ns routing its address to 768 LUTs (86.8 MHz), where a
-# block RAM with its output register (qloom.flows.ecp5_outreg) has a short path.
+# block RAM with its output register (qloom.flows.toolchain.ecp5_outreg) has a short path.
 ROM_ADDRESS_FANOUT = 256
 
 

@@ -34,7 +34,7 @@ def fifo_registered_read(depth: int, width: int, family: Family | None) -> bool:
     """Whether a ``depth``-word FIFO of ``width`` bits registers its storage's read data
     once more: on the ECP5 when the storage is block RAM, whose read data leave 5.83 ns
     after the clock unless the block's own output register holds them
-    (``qloom.flows.ecp5_outreg`` moves this register there). LFC-w1a1 at default folding:
+    (``qloom.flows.toolchain.ecp5_outreg`` moves this register there). LFC-w1a1 at default folding:
     FIFO block -> width converter -> skid buffer was its critical path (89.2 MHz at 100)."""
     return (family is Family.ECP5 and depth >= 4
             and fifo_storage(depth, width, family) is RamStyle.BLOCK)

@@ -43,7 +43,7 @@ class Link(wiring.Component):
     idle clock cycles after which a half-received request is dropped (at least; counted in
     steps of ``2**(bits // 2)`` cycles, ``bits`` the width of ``timeout - 1``: 2,048 cycles
     for 50 ms at 50 MHz). ``registered_feed``: the accelerator's ``i.ready`` is a register
-    and its input goes into registers only (``qloom.flows.graph.EngineGraph.registered_input``), so
+    and its input goes into registers only (``qloom.flows.compile.graph.EngineGraph.registered_input``), so
     ``feed`` needs no skid buffer.
     """
 
@@ -127,7 +127,7 @@ class Link(wiring.Component):
         fin = self.input_format
         rx_crc = Signal(16)
         # Assembled from the buffer's bytes; no reset, so that the register behind the
-        # block RAM read can move into the block (qloom.flows.ecp5_outreg: TFC-w2a2 at
+        # block RAM read can move into the block (qloom.flows.toolchain.ecp5_outreg: TFC-w2a2 at
         # 150 MHz, 5.61 ns clock-to-out from the block without it).
         word = Signal(8 * fin.bytes_per_word, reset_less=True)
         nbyte = Signal(range(fin.bytes_per_word))

@@ -154,7 +154,7 @@ def bank_depth(depth: int, width: int, family) -> int | None:
     """The depth of the banks an ECP5 read-only block RAM memory is cut into when Yosys
     would stack blocks in depth, else None. Stacked blocks' outputs meet in a LUT mux
     before the read register, which then cannot move into the blocks (``OUTREG``,
-    qloom.flows.ecp5_outreg): 5.83 ns clock-to-out and three LUT levels, 106.8 MHz for
+    qloom.flows.toolchain.ecp5_outreg): 5.83 ns clock-to-out and three LUT levels, 106.8 MHz for
     TFC-w1a1's 3,584-word first layer at 150. Banks one block deep keep a read register
     of their own each, and their mux goes after it (a cycle of latency). The bank depth is
     a block depth at which Yosys packs a bank without stacking, the one taking the fewest

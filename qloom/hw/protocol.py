@@ -1,6 +1,6 @@
 """The host link's protocol: a framed, checksummed byte protocol between a host and the
 accelerator's streams, carried over a UART. This codec is the one the host driver
-(``qloom.flows.host``) and the simulation tests use; ``qloom.hw.link.Link`` is the board
+(``qloom.flows.deploy.host``) and the simulation tests use; ``qloom.hw.link.Link`` is the board
 side, built from the same constants and CRC step.
 
 Protocol (all multi-byte integers little endian)::

@@ -234,7 +234,7 @@ class SlidingWindow(wiring.Component):
     def _elaborate_reader(self, m, rp, rows, candidate):
         """Issue the candidate when its row is there and the output can move; stages 1 and
         2: the word read (or the pad code), then a register after the memory (on the ECP5
-        the block RAM's own, see qloom.flows.ecp5_outreg), both held under backpressure."""
+        the block RAM's own, see qloom.flows.toolchain.ecp5_outreg), both held under backpressure."""
         avail, c = rows.avail, candidate
         valid1, pad1, valid2 = Signal(), Signal(), Signal()
         # the writer has begun the frame being read (no padding is emitted ahead of a frame)
@@ -560,7 +560,7 @@ def input_rows_needed(*, in_h: int, kernel: tuple, stride: tuple, pads: tuple):
     before the last word of that row's windows can leave: it reads completed rows only,
     so a window's last kernel row, clipped to the image, must be complete. This is the
     window's schedule as the planner sizes the buffers of reconvergent paths with it
-    (``qloom.flows.schedule``)."""
+    (``qloom.flows.compile.schedule``)."""
     import numpy as np
     (kh, _), (sh, _), top, bottom = kernel, stride, pads[0], pads[2]
     out_h = (in_h + top + bottom - kh) // sh + 1

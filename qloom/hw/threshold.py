@@ -133,7 +133,7 @@ def compare_register(thresholds: int, family=None) -> bool:
 
 def search_read_registers(family=None) -> int:
     """Registers after each binary-search stage's memory read: two on the ECP5, where the
-    first moves into the block RAM (qloom.flows.ecp5_outreg) and the second takes the route
+    first moves into the block RAM (qloom.flows.toolchain.ecp5_outreg) and the second takes the route
     from the block to the compare off the compare's cycle (UNSW-NB15's 255-threshold
     layer: block RAM -> pair select -> compare, 145.7 MHz at 150), one elsewhere."""
     return 2 if family is Family.ECP5 else 1

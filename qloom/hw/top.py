@@ -94,7 +94,7 @@ class Node:
     """One unit of the dataflow graph. ``inputs`` are tensor names, bound to the
     component's port ``i`` (one input) or ``i_a``/``i_b`` (two inputs). ``engine``: the
     planner's engine it belongs to (an engine may build several nodes), by whose name the
-    planner's engine graph keys the edges into it (``qloom.flows.graph.EngineGraph``);
+    planner's engine graph keys the edges into it (``qloom.flows.compile.graph.EngineGraph``);
     None: its own name."""
 
     name: str
@@ -137,9 +137,9 @@ class AcceleratorTop(wiring.Component):
         half rate).
     slices : edges ``(tensor, reader)`` (reader ``"output"``: the top's output) built as
         one skid buffer and no FIFO, where an end buffers for itself
-        (``qloom.flows.graph.EngineGraph.slices``); they carry no elements and convert no width.
+        (``qloom.flows.compile.graph.EngineGraph.slices``); they carry no elements and convert no width.
     wires : slice edges at the top's ports built as a plain connection, where the engine's
-        ports are registered (``qloom.flows.graph.EngineGraph.wires``).
+        ports are registered (``qloom.flows.compile.graph.EngineGraph.wires``).
     family : the FPGA family (a ``qloom.hw.target.Family``) the FIFOs are built for
         (``fifo_registered_read``); None: for none in particular.
     """

@@ -28,7 +28,7 @@ def input_words_needed(*, in_h: int, in_w: int, words: int, scale: tuple[int, in
     before it can emit it (a numpy array): the output word of pixel ``(r, c)`` and channel
     word ``w`` is input word ``w`` of pixel ``(r // SH, c // SW)``. This is the unit's
     schedule as the planner sizes the buffers of reconvergent paths with it
-    (``qloom.flows.schedule``)."""
+    (``qloom.flows.compile.schedule``)."""
     import numpy as np
     sh, sw = scale
     rows = np.arange(in_h * sh) // sh

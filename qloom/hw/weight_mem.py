@@ -20,7 +20,7 @@ import enum
 from collections.abc import Sequence
 
 from amaranth.hdl import (Cat, Elaboratable, Module, Mux, Shape, ShapeCastable, Signal, Value,
-                         unsigned)
+                          unsigned)
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
@@ -86,7 +86,7 @@ def rom(shape: ShapeCastable | Shape, init: list[int],
 def read_register(m, data, enable, name: str, shape=None) -> Signal:
     """A register taking ``data`` (a memory read port's, or any data a valid bit travels
     beside) while ``enable``: without reset, so that on the ECP5 a block RAM can hold it
-    itself (qloom.flows.ecp5_outreg) and the reset net reaches control bits only, and
+    itself (qloom.flows.toolchain.ecp5_outreg) and the reset net reaches control bits only, and
     written as one whole-signal assignment (a register without reset under ``If`` is an
     ``always @*`` block that Icarus -g2012 never runs at time 0, see qloom.sim.rtl_check).
     ``shape``: the register's, if not ``data``'s."""

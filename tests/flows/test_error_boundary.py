@@ -97,7 +97,7 @@ def test_bad_out(files, capsys, command, out):
     (["simulate", "{root}/bad_model", "--random", "2"], "simulate", "not an ONNX model"),
     (["run", "{root}/bad_model", "--port", "/dev/null", "--inputs", "{root}/x.npy"], "run",
      "not an ONNX model"),
-    # (a model that is no ONNX fails its sweep points, status 1: tests/flows/test_sweep.py)
+    # (a model that is no ONNX fails its sweep points, status 1: tests/flows/sweep/test_sweep.py)
     (["sweep", "{root}/sweep.toml", "-o", "{root}/s", "--dry-run"], "sweep",
      "models[0].path: model 'absent.onnx' not found"),
     (["simulate", "{root}/design", "--inputs", "{root}/garbage.onnx"], "simulate",

@@ -18,7 +18,7 @@ import onnx
 import pytest
 
 import qloom
-from qloom.flows.precision_cost import calibration_inputs, measure
+from qloom.flows.compile.precision_cost import calibration_inputs, measure
 from qloom.nn.check import compare_with_qonnx
 from qloom.nn.precision import PrecisionConfig
 from qloom.nn.quantize import float_reference, quantize_float
@@ -227,8 +227,8 @@ def test_torch_export_fixed_batch(tmp_path):
 
 @pytest.mark.slow
 def test_precision_auto_picks_the_narrowest_width():
-    from qloom.flows.precision_auto import auto_precision
-    from qloom.flows.precision_cost import calibration_inputs
+    from qloom.flows.compile.precision_auto import auto_precision
+    from qloom.flows.compile.precision_cost import calibration_inputs
     model = mlp_small()
     x, what = calibration_inputs(None, (1, 16))
     config, tries = auto_precision(model, 0.99, x, what)
@@ -242,13 +242,13 @@ def test_precision_auto_picks_the_narrowest_width():
 @pytest.mark.parametrize("text, tol", [("auto", 0.99), ("auto:0.995", 0.995),
                                        ("fixed<16,6>", None)])
 def test_precision_auto_tolerance(text, tol):
-    from qloom.flows.precision_auto import parse_auto
+    from qloom.flows.compile.precision_auto import parse_auto
     assert parse_auto(text) == tol
 
 
 @pytest.mark.parametrize("text", ["auto:2", "auto0.9", "auto:x"])
 def test_precision_auto_bad_tolerance(text):
     from qloom.errors import QloomError
-    from qloom.flows.precision_auto import parse_auto
+    from qloom.flows.compile.precision_auto import parse_auto
     with pytest.raises(QloomError, match="auto:TOL"):
         parse_auto(text)

@@ -19,7 +19,7 @@ import qloom
 from qloom.errors import QloomError
 from qloom.flows import outdir
 from qloom.flows.cli import main
-from qloom.flows.compile import compile_model
+from qloom.flows.compile.steps import compile_model
 
 from graph_builder import GraphBuilder
 from nets import binary_mlp, multibit_mlp
@@ -193,7 +193,7 @@ KILLER = textwrap.dedent("""
     import os, sys
     sys.path[:0] = {paths!r}
     from qloom.flows import outdir
-    from qloom.flows.compile import compile_model
+    from qloom.flows.compile.steps import compile_model
     from nets import multibit_mlp
     moment = sys.argv[2]
     if moment in ("between renames", "after first rename"):
@@ -207,7 +207,7 @@ KILLER = textwrap.dedent("""
     elif moment == "after exchange":
         outdir._remove = lambda folder: os._exit(9)
     elif moment == "while writing":
-        import qloom.flows.compile as c
+        import qloom.flows.compile.steps as c
         c._documents = lambda *a: os._exit(9)
     compile_model(multibit_mlp(), sys.argv[1])
 """)

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from qloom.errors import QloomError, ToolError
-from qloom.flows import build, synth
+from qloom.flows.toolchain import build, synth
 from qloom.flows.cli import main
-from qloom.flows.deploy import deploy
+from qloom.flows.deploy.bundle import deploy
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_build import toy_out  # noqa: E402
+from designs import toy_out
 
 # Each name would run `touch pwned` if a script used it unquoted (or inside a comment).
 HOSTILE = ["with space", "it's", 'say "hi"', "$(touch pwned)", "`touch pwned`",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import qloom
-from qloom.flows import host
+from qloom.flows.deploy import host
 from qloom.flows.cli import main
 from qloom.hw.protocol import Status, WireFormat, decode_request, encode_reply
 

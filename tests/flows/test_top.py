@@ -5,7 +5,7 @@ the IR so that these tests do not depend on the ONNX frontend."""
 import numpy as np
 import pytest
 
-from qloom.flows.compile import CompileConfig, run_steps
+from qloom.flows.compile.steps import CompileConfig, run_steps
 from qloom.sim.packing import pack_frames, unpack_frames
 from qloom.sim.pysim import run_stream
 

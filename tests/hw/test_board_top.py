@@ -210,7 +210,7 @@ def test_board_top_cocotb_real_model(tmp_path):
     """The TFC-w1a1 MNIST MLP, compiled by qloom, behind the UART link: ten frames bit-exact
     against the integer reference, one corrupted request rejected."""
     import qloom
-    from qloom.flows.host import reference
+    from qloom.flows.deploy.host import reference
     model = Path(__file__).resolve().parents[2] / "examples" / "models" / "tfc_w1a1.onnx"
     design = qloom.compile(str(model), tmp_path / "out")
     manifest = json.loads((design.out_dir / "manifest.json").read_text())
@@ -229,7 +229,7 @@ def test_board_top_cocotb_latency_mode(tmp_path):
     """The jet tagger unrolled (``--latency``): its input is registered, so the link feeds
     it with no skid buffer; ten frames bit exact through the UART, one corrupted."""
     import qloom
-    from qloom.flows.host import reference
+    from qloom.flows.deploy.host import reference
     model = Path(__file__).resolve().parents[2] / "examples" / "models" / "jettagging_w6a6.onnx"
     design = qloom.compile(str(model), tmp_path / "out", latency=True)
     manifest = json.loads((design.out_dir / "manifest.json").read_text())

@@ -183,7 +183,7 @@ def test_address_map_row_bank_column():
 def test_controller_meets_133_mhz_on_the_ulx3s(tmp_path):
     # placed alone on the LFE5U-85F (2026-12-07: 576 LUT, 297 FF, 141.8 MHz at a 133 MHz
     # constraint; 140.1 MHz against 143, the chip's fastest clock)
-    from qloom.flows.synth import synthesize
+    from qloom.flows.toolchain.synth import synthesize
     dut = controller(ULX3S_SDRAM.cycles(133))
     r = synthesize(dut, family="ecp5", device="LFE5U-85F", package="BG381",
                    build_dir=tmp_path, clock_mhz=133, pnr=True)

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from qloom.boards import BOARDS, Board, Family, Resources, get_board
+from qloom.hw.target import Device
 from qloom.hw.sdram import (ULX3S_SDRAM, SdramBusSignature, SdramChip, SdramGeometry,
                             SdramTiming,
                             decode_mode_register, mode_register)
@@ -89,9 +90,10 @@ def test_boards_carry_their_sdram():
     assert {n for n, b in BOARDS.items() if b.sdram is not None} == {"ulx3s-85f", "ulx3s-25f"}
     with pytest.raises(TypeError, match=r"^Board 'x' SDRAM must be an SdramChip or None, "
                                         r"not 'big'$"):
-        Board(name="x", title="x", platform=None, family=Family.ECP5, device="d", package="p",
-              budget=Resources(1, 1, 1, 1), oscillator_mhz=25, clock_mhz=50, programmer="p",
-              bitstream_ext="bit", uart_note="", sdram="big")
+        Board(name="x", title="x", platform=None,
+              chip=Device("d", Family.ECP5, Resources(1, 1, 1, 1)), package="p",
+              oscillator_mhz=25, clock_mhz=50, programmer="p", bitstream_ext="bit",
+              uart_note="", sdram="big")
 
 
 @pytest.mark.parametrize("name", ["ulx3s-85f", "ulx3s-25f"])

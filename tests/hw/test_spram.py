@@ -134,7 +134,7 @@ def _spram_net(hidden=128, seed=0):
 
 @pytest.mark.slow
 def test_compiled_design_loads_spram_from_flash_bit_exact(tmp_path):
-    from qloom.flows.compile import compile_model
+    from qloom.flows.compile.steps import compile_model
     from qloom.flows.simulate import simulate
     net = _spram_net()
     # 2048 words of 16 bits: 8 block RAMs, so the planner puts them in one SPRAM.
@@ -152,9 +152,9 @@ def test_compiled_design_loads_spram_from_flash_bit_exact(tmp_path):
     assert results["frames"] == 3 and results["mismatches"] == 0
 
     # Deploy writes the image into the flash before the bitstream starts the design.
-    from qloom.flows.deploy import deploy
+    from qloom.flows.deploy.bundle import deploy
     sys.path.insert(0, str(Path(__file__).parent.parent / "flows"))
-    from test_deploy import fake_build
+    from designs import fake_build
     fake_build(tmp_path / "out", "icebreaker")
     dest = deploy(tmp_path / "out")
     program = (dest / "program.sh").read_text()
@@ -165,7 +165,7 @@ def test_compiled_design_loads_spram_from_flash_bit_exact(tmp_path):
 
 def test_planner_refuses_more_sprams_than_the_device_has(tmp_path):
     from qloom.errors import QloomError
-    from qloom.flows.compile import compile_model
+    from qloom.flows.compile.steps import compile_model
     sys.path.insert(0, str(Path(__file__).parent.parent / "flows"))
     from nets import NetBuilder
     b = NetBuilder((256,), BIPOLAR, 0)
@@ -182,7 +182,7 @@ def test_planner_refuses_more_sprams_than_the_device_has(tmp_path):
 
 
 def test_no_spram_on_ecp5_or_small_memories():
-    from qloom.flows.cost import Family
+    from qloom.flows.compile.cost import Family
     from qloom.hw.mvu import weights_in_spram
     assert weights_in_spram(2048, 16, Family.ICE40, 4)
     assert not weights_in_spram(2048, 16, Family.ECP5, 0)

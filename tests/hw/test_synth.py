@@ -1,7 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """Every hardware template synthesizes for iCE40 and ECP5 with the open tools, and a
 multiplier datapath never uses more DSP blocks than its budget. The template instances are
-bench/templates.py's small corners. Also the synthesis flow itself (qloom.flows.synth) on a
+bench/templates.py's small corners. Also the synthesis flow itself (qloom.flows.toolchain.synth) on a
 tiny design (fast)."""
 
 import importlib.util
@@ -15,8 +15,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from qloom.errors import ToolError
-from qloom.flows import synth
-from qloom.flows.synth import Harness, read_nextpnr_report, synthesize
+from qloom.flows.toolchain import synth
+from qloom.flows.toolchain.synth import Harness, read_nextpnr_report, synthesize
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "templates.py"
 

@@ -15,7 +15,7 @@ def test_every_family_has_one_target():
 
 def test_one_family_enum():
     from qloom.boards import Family as BoardFamily
-    from qloom.flows.cost import Family as CostFamily
+    from qloom.flows.compile.cost import Family as CostFamily
     assert BoardFamily is Family and CostFamily is Family and estimate.Family is Family
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import qloom
 from qloom.errors import QloomError, UnsupportedModelError
-from qloom.flows.precision_cost import calibration_inputs, measure
+from qloom.flows.compile.precision_cost import calibration_inputs, measure
 from qloom.nn.check import compare_with_qonnx
 from qloom.nn.precision import (Overflow, Precision, PrecisionConfig, PrecisionError,
                                 Rounding)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from qloom.errors import ToolError
-from qloom.flows.host import HostLink
+from qloom.flows.deploy.host import HostLink
 from qloom.hw.board_top import LinkCore, VerilogAccelerator
 from qloom.hw.protocol import Status, WireFormat, decode_reply, encode_request
 from qloom.nn.dtypes import uint_type

@@ -76,7 +76,7 @@ def operands(m, cfg, payload, w_data, w_layout, issue, s_fold, s_last, from_stre
     # The memories' read data go straight into the operand registers, the input
     # buffer's beside the stream's and the choice after them: nothing but a register
     # follows a block RAM read, which the ECP5 block can then hold itself
-    # (qloom.flows.ecp5_outreg; the mux behind the buffer's block RAM cost TFC-w2a2
+    # (qloom.flows.toolchain.ecp5_outreg; the mux behind the buffer's block RAM cost TFC-w2a2
     # 1.5 ns of 9.1 at 150 MHz). The input words (and the choice) are registered once
     # per group of PEs or per PE (``operand_groups``), each copy near its PEs: one
     # register read by all 16 PEs of CNV-w1a1's Conv_3 was its ECP5 critical path (14 ns
@@ -259,7 +259,7 @@ def stage(m, name, rows, tag, extra=None, reset=False):
     """Register every value of ``rows`` (a list of lists) and the pipeline tag (with
     ``extra`` control bits travelling beside it for this stage). Data registers have no
     reset unless ``reset`` (the tag's ``valid`` says when they count), so a register
-    behind a block RAM read can move into the block (qloom.flows.ecp5_outreg) and the
+    behind a block RAM read can move into the block (qloom.flows.toolchain.ecp5_outreg) and the
     reset net reaches only the control bits."""
     registered = []
     for p, row in enumerate(rows):

@@ -49,7 +49,7 @@ class MVURegisters:
     registers the fused thresholds as they leave their block RAM when a vector takes two
     cycles or more (``SF >= 2``: the thresholds' address then holds for two cycles, so the
     register costs no latency); on the ECP5 it is the block's own output register
-    (qloom.flows.ecp5_outreg). Without it the block's clock-to-out (5.8 ns) began the
+    (qloom.flows.toolchain.ecp5_outreg). Without it the block's clock-to-out (5.8 ns) began the
     compare's path into the output queue. ``operand_copies`` registers the input word once
     per ``OPERAND_PES`` PEs (per PE with the weights in block RAM) when the operands are
     registered (``operand_groups``); ``thresholds_fetch`` reads fused thresholds in logic

@@ -1,0 +1,1 @@
+"""The compile report: ``OUT/report.md``, ``OUT/report.html`` and its charts, and ``qloom report``."""
