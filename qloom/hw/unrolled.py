@@ -105,10 +105,11 @@ class UnrolledLayer:
 # --- The graph, its schedule and its cost ---------------------------------------------------
 
 def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
-                 cluster: int | None = None) -> list:
-    """The output terms (codes of ``layer.out_type``) for input code terms ``codes``; the
-    products and sums of a layer that is not a popcount are shared within clusters of
-    ``cluster`` neurons only (None: the whole layer)."""
+                 cluster: int | None = None) -> tuple[list, list]:
+    """The output terms (codes of ``layer.out_type``) for input code terms ``codes``, and
+    the neurons' clusters (tuples of neuron indices): the products and sums of a layer
+    that is not a popcount are shared within clusters of ``cluster`` neurons only
+    (``cluster_groups``; None: the whole layer, one cluster)."""
     w = layer.weights
     if layer.in_type.bipolar:               # value = 2 * code - 1
         w_eff, const = 2 * w, -w.sum(axis=1)
@@ -123,13 +124,15 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
         # A one-bit lane's value is its bit, or minus it for a signed lane ({-1, 0}).
         signs = np.array([-1 if g.nodes[t.node].signed else 1 for t in codes])
         popcounts = popcount_terms(g, codes, w_eff * signs[None, :])
-    size = cluster or layer.mh
-    outs = []
-    for h in range(layer.mh):
-        if not popcounts and h % size == 0:
-            if h:
+    clusters = ([tuple(range(layer.mh))] if popcounts or not cluster else
+                cluster_groups(w_eff, cluster, [g.nodes[t.node] for t in codes]))
+    first = {c[0]: c for c in clusters}
+    outs = [None] * layer.mh
+    for h in (h for c in clusters for h in c):
+        if not popcounts and h in first:
+            if h != clusters[0][0]:
                 g.new_scope()
-            rows = w_eff[h:h + size]
+            rows = w_eff[list(first[h])]
             products = [g.products(codes[j], rows[:, j]) for j in range(layer.mw)]
             groups = {}
         if popcounts:
@@ -139,7 +142,7 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
                 # The constant goes into the thresholds: no adder.
                 op = ThresholdOp(post, h, g.nodes[t.node], t.shift, const_h)
                 lo, hi = post.out_type.encode([post.out_type.min, post.out_type.max])
-                outs.append(g.extern(op, (t,), int(lo), int(hi)))
+                outs[h] = g.extern(op, (t,), int(lo), int(hi))
                 continue
             terms = [t] + ([g.const(const_h)] if const_h else [])
         elif one_bit:
@@ -159,8 +162,57 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
             op = ThresholdOp(post, h, node, t.shift)
             lo, hi = post.out_type.encode([post.out_type.min, post.out_type.max])
             t = g.extern(op, (t,), int(lo), int(hi))
-        outs.append(t)
-    return outs
+        outs[h] = t
+    return outs, clusters
+
+
+def cluster_groups(weights: np.ndarray, size: int, inputs: list) -> list[tuple]:
+    """The neurons (rows of ``weights``) grouped into clusters of ``size`` (the last one
+    may be smaller) that share the most product adders: a cluster builds one product per
+    input and distinct odd weight (``AdderGraph.products``), so neurons whose weights on
+    an input have the same odd part (up to sign and a power of two) share it. Greedy:
+    size 2 takes the pairs of largest saving first; larger sizes grow each cluster from
+    the first neuron left by the neuron that adds the fewest adders. ``inputs``: the
+    input nodes (their ranges set the products' widths)."""
+    mh, mw = weights.shape
+    costs = {}
+
+    def cost(j: int, constants) -> int:
+        """LUT4s of the products of input ``j`` by ``constants`` (their odd parts)."""
+        key = (inputs[j].lo, inputs[j].hi, frozenset(
+            abs(int(c)) >> ((int(c) & -int(c)).bit_length() - 1) for c in constants if c))
+        if key not in costs:
+            g = AdderGraph()
+            g.products(g.input(key[0], key[1]), sorted(key[2]))
+            costs[key] = sum(_add_luts(g, n) for n in g.nodes if n.op == "add")
+        return costs[key]
+
+    def added(group, h) -> int:
+        """Product LUT4s that neuron ``h`` adds to ``group``."""
+        return sum(cost(j, [weights[k, j] for k in group] + [weights[h, j]])
+                   - cost(j, [weights[k, j] for k in group]) for j in range(mw))
+
+    free = list(range(mh))
+    if size == 2:
+        alone = [added((), h) for h in range(mh)]
+        pairs = sorted(((alone[b] - added((a,), b), a, b) for a in range(mh)
+                        for b in range(a + 1, mh)), key=lambda p: (-p[0], p[1], p[2]))
+        taken, groups = set(), []
+        for _, a, b in pairs:
+            if a not in taken and b not in taken:
+                taken |= {a, b}
+                groups.append((a, b))
+        groups += [(h,) for h in free if h not in taken]
+        return sorted(groups)
+    groups = []
+    while free:
+        group = [free.pop(0)]
+        while free and len(group) < size:
+            best = min(free, key=lambda h: (added(group, h), h))
+            free.remove(best)
+            group.append(best)
+        groups.append(tuple(group))
+    return groups
 
 
 def _group_terms(g: AdderGraph, codes: list, row, products, groups: dict) -> list:
@@ -258,7 +310,8 @@ class UnrolledDesign:
     (group 0 is the register chain every other reader reads), ``copy_readers`` readers
     per copy (see ``COPY_READERS``). ``cluster``: neurons per
     group sharing products and sums (None: a whole layer), so that the nets of a
-    group stay among its own cells. ``far_levels`` (None: no such limit): levels of
+    group stay among its own cells; ``clusters[k]``: layer ``k``'s groups, tuples of
+    neuron indices (``cluster_groups``: neurons alike in their weights together). ``far_levels`` (None: no such limit): levels of
     logic a stage holds after a read of a broadcast value's copy or an input's register,
     whose nets may cross the die and take the stage's other levels; a broadcast value is
     then made in its stage's first level, the other levels carrying it to its copies.
@@ -306,9 +359,10 @@ class UnrolledDesign:
         first = layers[0].in_type
         lo, hi = first.encode([first.min, first.max])
         self.inputs = [g.input(int(lo), int(hi)) for _ in range(layers[0].mw)]
-        terms = self.inputs
+        terms, self.clusters = self.inputs, []
         for layer in layers:
-            terms = _layer_graph(g, terms, layer, cluster)
+            terms, clusters = _layer_graph(g, terms, layer, cluster)
+            self.clusters.append(clusters)
         self.outputs = terms
         self._schedule()
 
