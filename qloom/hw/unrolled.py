@@ -135,6 +135,8 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
             rows = w_eff[list(first[h])]
             products = [g.products(codes[j], rows[:, j]) for j in range(layer.mw)]
             groups = {}
+            common = (_pair_sums(g, w_eff, first[h], products)
+                      if len(first[h]) == 2 and not one_bit else {})
         if popcounts:
             t, offset = popcounts[h]
             const_h = int(const[h]) + offset
@@ -148,7 +150,11 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
         elif one_bit:
             terms = _group_terms(g, codes, w_eff[h], products, groups)
         else:
-            terms = [products[j][int(w_eff[h, j])] for j in range(layer.mw) if w_eff[h, j]]
+            shared = common.get(h, [])
+            done = {j for inputs, _ in shared for j in inputs}
+            terms = [t for _, t in shared] + [products[j][int(w_eff[h, j])]
+                                              for j in range(layer.mw)
+                                              if w_eff[h, j] and j not in done]
         if not popcounts and const[h]:
             terms.append(g.const(int(const[h])))
         t = g.dot(terms, positional=one_bit)
@@ -164,6 +170,35 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
             t = g.extern(op, (t,), int(lo), int(hi))
         outs[h] = t
     return outs, clusters
+
+
+def _pair_sums(g: AdderGraph, w, pair: tuple, products: list) -> dict:
+    """Sums the two neurons of ``pair`` share: over the inputs where one's weights are
+    the other's times the same ``±2**k`` (two or more inputs), one sum of the smaller
+    weights' products, shifted and negated for the other. Returns ``{neuron: [(inputs,
+    term)]}``, the inputs each term covers."""
+    a, b = pair
+    classes = {}
+    for j in range(w.shape[1]):
+        wa, wb = int(w[a, j]), int(w[b, j])
+        if not wa or not wb:
+            continue
+        big, small = max(abs(wa), abs(wb)), min(abs(wa), abs(wb))
+        if big % small or (big // small) & (big // small - 1):
+            continue
+        # The ratio wa / wb as (sign, shift, which neuron has the smaller weights).
+        key = ((wa < 0) != (wb < 0), (big // small).bit_length() - 1, abs(wa) > abs(wb))
+        classes.setdefault(key, []).append(j)
+    out = {a: [], b: []}
+    for (neg, k, a_bigger), inputs in sorted(classes.items()):
+        if len(inputs) < 2:
+            continue
+        base, other = (b, a) if a_bigger else (a, b)
+        t = g.dot([products[j][int(w[base, j])] for j in inputs], negative_ok=True)
+        out[base].append((tuple(inputs), t))
+        t = t.shifted(k)
+        out[other].append((tuple(inputs), -t if neg else t))
+    return out
 
 
 def cluster_groups(weights: np.ndarray, size: int, inputs: list) -> list[tuple]:

@@ -312,6 +312,19 @@ def test_clusters_pair_neurons_that_share_products():
     assert dut.design.counts()["adders"] < _neighbour_pairs_adders(_hw(d0))
 
 
+def test_pairs_share_sums_of_proportional_weights():
+    """The two neurons of a cluster share the sum over the inputs where one's weights are
+    the other's times the same ``±2**k``: built once, shifted (and negated) for the
+    other."""
+    w = np.array([[3, 5, 7, 1, 0, 2], [6, 10, 14, 2, 9, -4]])
+    d0 = _dense("d0", w, int_type(5), int_type(6))
+    x = np.random.default_rng(2).integers(-32, 32, size=(30, 6))
+    dut, _ = _run([d0], [_hw(d0)], x, cluster=2)
+    # Products 3x, 5x, 7x, 9x; 3x + 5x + 7x + x once; neuron 0 adds 2x, neuron 1 9x and
+    # -4x (the pair 2, -4 is one input: not a shared sum).
+    assert dut.design.counts()["adders"] == 4 + 3 + 1 + 2
+
+
 def _neighbour_pairs_adders(layer):
     """Adders of ``layer`` with neighbouring neurons paired (each pair built alone)."""
     total = 0
