@@ -125,7 +125,8 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
         signs = np.array([-1 if g.nodes[t.node].signed else 1 for t in codes])
         popcounts = popcount_terms(g, codes, w_eff * signs[None, :])
     clusters = ([tuple(range(layer.mh))] if popcounts or not cluster else
-                cluster_groups(w_eff, cluster, [g.nodes[t.node] for t in codes]))
+                cluster_groups(w_eff, cluster, [g.nodes[t.node] for t in codes],
+                               pair_sums=not one_bit))
     first = {c[0]: c for c in clusters}
     outs = [None] * layer.mh
     for h in (h for c in clusters for h in c):
@@ -172,12 +173,9 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
     return outs, clusters
 
 
-def _pair_sums(g: AdderGraph, w, pair: tuple, products: list) -> dict:
-    """Sums the two neurons of ``pair`` share: over the inputs where one's weights are
-    the other's times the same ``±2**k`` (two or more inputs), one sum of the smaller
-    weights' products, shifted and negated for the other. Returns ``{neuron: [(inputs,
-    term)]}``, the inputs each term covers."""
-    a, b = pair
+def _proportional(w, a: int, b: int) -> list:
+    """The inputs (two or more) where neuron ``a``'s weights are ``b``'s times the same
+    ``±2**k`` or the reverse, per ratio: ``[((negative, k, a's the larger), inputs)]``."""
     classes = {}
     for j in range(w.shape[1]):
         wa, wb = int(w[a, j]), int(w[b, j])
@@ -186,13 +184,19 @@ def _pair_sums(g: AdderGraph, w, pair: tuple, products: list) -> dict:
         big, small = max(abs(wa), abs(wb)), min(abs(wa), abs(wb))
         if big % small or (big // small) & (big // small - 1):
             continue
-        # The ratio wa / wb as (sign, shift, which neuron has the smaller weights).
         key = ((wa < 0) != (wb < 0), (big // small).bit_length() - 1, abs(wa) > abs(wb))
         classes.setdefault(key, []).append(j)
+    return [(key, inputs) for key, inputs in sorted(classes.items()) if len(inputs) > 1]
+
+
+def _pair_sums(g: AdderGraph, w, pair: tuple, products: list) -> dict:
+    """Sums the two neurons of ``pair`` share: over the inputs where one's weights are
+    the other's times the same ``±2**k`` (two or more inputs), one sum of the smaller
+    weights' products, shifted and negated for the other. Returns ``{neuron: [(inputs,
+    term)]}``, the inputs each term covers."""
+    a, b = pair
     out = {a: [], b: []}
-    for (neg, k, a_bigger), inputs in sorted(classes.items()):
-        if len(inputs) < 2:
-            continue
+    for (neg, k, a_bigger), inputs in _proportional(w, a, b):
         base, other = (b, a) if a_bigger else (a, b)
         t = g.dot([products[j][int(w[base, j])] for j in inputs], negative_ok=True)
         out[base].append((tuple(inputs), t))
@@ -201,14 +205,16 @@ def _pair_sums(g: AdderGraph, w, pair: tuple, products: list) -> dict:
     return out
 
 
-def cluster_groups(weights: np.ndarray, size: int, inputs: list) -> list[tuple]:
+def cluster_groups(weights: np.ndarray, size: int, inputs: list,
+                   pair_sums: bool = True) -> list[tuple]:
     """The neurons (rows of ``weights``) grouped into clusters of ``size`` (the last one
     may be smaller) that share the most product adders: a cluster builds one product per
     input and distinct odd weight (``AdderGraph.products``), so neurons whose weights on
     an input have the same odd part (up to sign and a power of two) share it. Greedy:
     size 2 takes the pairs of largest saving first; larger sizes grow each cluster from
-    the first neuron left by the neuron that adds the fewest adders. ``inputs``: the
-    input nodes (their ranges set the products' widths)."""
+    the first neuron left by the neuron that adds the fewest adders; with ``pair_sums``
+    a pair also counts the adders of the sums it shares (``_pair_sums``). ``inputs``:
+    the input nodes (their ranges set the products' widths)."""
     mh, mw = weights.shape
     costs = {}
 
@@ -227,10 +233,19 @@ def cluster_groups(weights: np.ndarray, size: int, inputs: list) -> list[tuple]:
         return sum(cost(j, [weights[k, j] for k in group] + [weights[h, j]])
                    - cost(j, [weights[k, j] for k in group]) for j in range(mw))
 
+    def sums(a, b) -> int:
+        """LUT4s of the adders the pair's shared sums save (``_pair_sums``), each about
+        as wide as its input times the smaller weight."""
+        if not pair_sums:
+            return 0
+        small = np.minimum(np.abs(weights[a]), np.abs(weights[b]))
+        return sum(chain_luts(max(1, inputs[j].bits + int(small[j]).bit_length() - 1))
+                   for _, js in _proportional(weights, a, b) for j in js[1:])
+
     free = list(range(mh))
     if size == 2:
         alone = [added((), h) for h in range(mh)]
-        pairs = sorted(((alone[b] - added((a,), b), a, b) for a in range(mh)
+        pairs = sorted(((alone[b] - added((a,), b) + sums(a, b), a, b) for a in range(mh)
                         for b in range(a + 1, mh)), key=lambda p: (-p[0], p[1], p[2]))
         taken, groups = set(), []
         for _, a, b in pairs:
@@ -346,8 +361,8 @@ class UnrolledDesign:
     per copy (see ``COPY_READERS``). ``cluster``: neurons per
     group sharing products and sums (None: a whole layer), so that the nets of a
     group stay among its own cells; ``clusters[k]``: layer ``k``'s groups, tuples of
-    neuron indices (``cluster_groups``: neurons alike in their weights together). ``far_levels`` (None: no such limit): levels of
-    logic a stage holds after a read of a broadcast value's copy or an input's register,
+    neuron indices (``cluster_groups``: neurons alike in their weights together).
+    ``far_levels`` (None: no such limit): levels of logic a stage holds after a read of a broadcast value's copy or an input's register,
     whose nets may cross the die and take the stage's other levels; a broadcast value is
     then made in its stage's first level, the other levels carrying it to its copies.
     """
