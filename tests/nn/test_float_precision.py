@@ -227,7 +227,10 @@ def test_unseen_float_model_from_qonnx_data():
 
 
 @pytest.mark.parametrize("opset", [9, 11, 13])
-@pytest.mark.parametrize("kind", ["torch_cnn_pools", "torch_cnn1d", "keras_conv1d_maxpool"])
+# the PyTorch exports need torch (the train extra, which the slow tier installs)
+@pytest.mark.parametrize("kind", [pytest.param("torch_cnn_pools", marks=pytest.mark.slow),
+                                  pytest.param("torch_cnn1d", marks=pytest.mark.slow),
+                                  "keras_conv1d_maxpool"])
 def test_float_exports_at_old_and_new_opsets(tmp_path, kind, opset):
     """Exports written for this test, not tuned to it: PyTorch's 2-D CNN (BatchNorm,
     LeakyReLU, a padded MaxPool, Tanh, AvgPool, Softmax) and 1-D CNN (MaxPool1d, ELU,
@@ -263,7 +266,8 @@ def test_keras_maxpool_same_pads_bottom_right(size, pads):
 
 @pytest.mark.parametrize("kind, keepdims, opset", [
     ("keras", 0, 11), ("keras", 0, 13), ("keras", 1, 13), ("keras", 0, 18), ("keras", 1, 18),
-    ("torch", 1, 11), ("torch", 1, 13)])
+    pytest.param("torch", 1, 11, marks=pytest.mark.slow),
+    pytest.param("torch", 1, 13, marks=pytest.mark.slow)])
 def test_spatial_reduce_mean_is_a_global_average_pool(tmp_path, kind, keepdims, opset):
     """Keras GlobalAveragePooling2D (ReduceMean over NHWC axes 1, 2 after the closing
     Transpose) and PyTorch's ``x.mean((2, 3))``: a GlobalAveragePool in the network."""
