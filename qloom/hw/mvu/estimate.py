@@ -19,15 +19,14 @@ from .weights import weight_address_copies, weight_columns
 __all__ = ["estimate"]
 
 
-def estimate(cfg, family, *, threshold_bits: int | None = None) -> Features:
+def estimate(cfg, family) -> Features:
     """The resources of the MVU built from ``cfg`` (an ``MVUConfig``) on ``family``, as
     :class:`qloom.hw.estimate.Features`: its lanes (``cfg.dsp_count`` of them on DSP
     blocks, ECP5 MULT18X18D blocks with their own registers when ``cfg.dsp_primitive``),
     its register stages (``cfg.registers``) and its memories where ``cfg.memories`` puts
     them (SPRAM weights: their address and select muxes are the logic they add); a shallow
-    weight memory in logic is as wide as its distinct bit columns (``weight_columns``).
-    The fused thresholds' memory has ``threshold_bits`` per lane when given, else the
-    table's (``cfg.threshold_lane_bits``)."""
+    weight memory in logic is as wide as its distinct bit columns (``weight_columns``);
+    the fused thresholds' memory as wide as the unit's table (``cfg.threshold_lane_bits``)."""
     path, pe, simd = cfg.datapath, cfg.pe, cfg.simd
     w_type, in_type, r = cfg.w_type, cfg.in_type, cfg.registers
     f = Features("mvu_" + {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub",
@@ -66,9 +65,7 @@ def estimate(cfg, family, *, threshold_bits: int | None = None) -> Features:
     _tree_estimate(f, cfg)
     _memories_estimate(f, cfg, word_bits=word_bits, family=family)
     if cfg.threshold is not None:
-        _thresholds_estimate(f, cfg, family=family,
-                             lane=cfg.threshold_lane_bits if threshold_bits is None
-                             else threshold_bits)
+        _thresholds_estimate(f, cfg, family=family)
     # The registers on the way from the memories, and the output queue (in logic: a few
     # words read asynchronously) with its credit.
     if fetch:
@@ -84,11 +81,12 @@ def estimate(cfg, family, *, threshold_bits: int | None = None) -> Features:
     return f
 
 
-def _thresholds_estimate(f: Features, cfg, *, family, lane: int):
-    """The fused thresholds (``lane`` bits per PE in their memory): each PE's compares
-    (registered, ``compare_register``), their memory, and with ``cfg.thresholds_fetch``
-    the fold counter's register per ROM (``threshold_groups``)."""
+def _thresholds_estimate(f: Features, cfg, *, family):
+    """The fused thresholds (``cfg.threshold_lane_bits`` per PE in their memory): each
+    PE's compares (registered, ``compare_register``), their memory, and with
+    ``cfg.thresholds_fetch`` the fold counter's register per ROM (``threshold_groups``)."""
     pe, thresholds, acc_bits = cfg.pe, cfg.thresholds, cfg.acc_type.bits
+    lane = cfg.threshold_lane_bits
     f.add("lut", "compare", pe * (thresholds * comparator_luts(acc_bits)
                                   + adder_tree_luts(thresholds, 1)))
     f.add("ff", "compare", pe * cfg.out_type.bits * 2)

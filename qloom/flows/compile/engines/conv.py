@@ -4,11 +4,14 @@ the following activation's thresholds fused into the matrix unit's output."""
 
 from __future__ import annotations
 
+import functools
+
 from qloom.nn.ir import Conv, MultiThreshold
 from qloom.flows.compile.engines.base import Engine, Fold, divisors, window_needed
 from qloom.flows.compile.engines.padding import pad_code
 from qloom.flows.compile.engines.dense import (WEIGHT_PLACES, datapath_of, dsp_primitive,
-                                               memory_styles, mvu_config, threshold_spec)
+                                               fused_threshold_bits, memory_styles,
+                                               mvu_config, threshold_spec)
 
 __all__ = ["ConvEngine"]
 
@@ -49,13 +52,15 @@ class ConvEngine(Engine):
         # The systolic array keeps its weights in its cells.
         return () if self.systolic else WEIGHT_PLACES
 
-    @property
+    @functools.cached_property
     def threshold_bits(self) -> int:
-        """Bits per PE lane the fused thresholds' memory is counted with: every threshold
-        as wide as the accumulator (0 without thresholds)."""
-        if self.threshold is None:
+        """Bits per PE lane of the fused thresholds' memory as the MVU builds it (0
+        without thresholds; the systolic array's thresholds are a unit of their own)."""
+        conv = self.conv
+        if self.systolic:
             return 0
-        return self.threshold.num_thresholds * self.conv.acc_type(self.in_c).bits
+        return fused_threshold_bits(conv.dense_weights(self.in_c), conv.w_type,
+                                    conv.in_type, self.threshold)
 
     def styles(self, fold, options):
         """Where the matrix unit's memories go (``memory_styles``)."""
@@ -135,8 +140,7 @@ class ConvEngine(Engine):
         if not self.systolic:
             from qloom.hw import mvu
             return [("_swg", window),
-                    ("", mvu.estimate(self.config(fold, options, dsps), family,
-                                      threshold_bits=self.threshold_bits or None))]
+                    ("", mvu.estimate(self.config(fold, options, dsps), family))]
         array = unelaborated(self.systolic_array(fold, options, dsps))
         parts = [("_swg", window), ("", array.estimate(family))]
         if self.threshold is not None:

@@ -12,7 +12,7 @@ from qloom.flows.compile.cost import Family
 from qloom.flows.compile.engines.base import BuildOptions, Engine, Fold, divisors, pixels
 
 __all__ = ["DenseEngine", "WEIGHT_PLACES", "datapath_of", "dsp_primitive", "mvu_config",
-           "memory_styles"]
+           "memory_styles", "fused_threshold_bits"]
 
 # The engine names' suffix per datapath.
 _SUFFIX = {Datapath.XNOR_POPCOUNT: "xnor", Datapath.ADD_SUB: "addsub", Datapath.MAC: "mac"}
@@ -90,14 +90,11 @@ class DenseEngine(Engine):
         return [("", mvu.estimate(self.config(fold, options, dsps), options.family))]
 
     @functools.cached_property
-    def threshold_bits(self) -> int | None:
-        """Bits per lane of the fused thresholds' memory as the MVU builds it."""
-        if self.threshold is None:
-            return None
-        from qloom.hw.mvu import threshold_lane_bits
+    def threshold_bits(self) -> int:
+        """Bits per lane of the fused thresholds' memory as the MVU builds it (0 without
+        thresholds)."""
         d = self.dense
-        return threshold_lane_bits(d.weights, d.w_type, d.in_type,
-                                   threshold_spec(self.threshold))
+        return fused_threshold_bits(d.weights, d.w_type, d.in_type, self.threshold)
 
     @property
     def in_bits(self) -> int:
@@ -131,7 +128,7 @@ class DenseEngine(Engine):
         """Where the MVU's memories go (``memory_styles``), the fused thresholds counted
         as the unit narrows them (``threshold_bits``)."""
         d = self.dense
-        return memory_styles(d.mh, d.mw, fold, d.w_type, d.in_type, self.threshold_bits or 0,
+        return memory_styles(d.mh, d.mw, fold, d.w_type, d.in_type, self.threshold_bits,
                              options)
 
     def nodes(self, fold, options, dsps=0):
@@ -154,6 +151,16 @@ def memory_styles(mh: int, mw: int, fold: Fold, w_type: DataType, in_type: DataT
                              threshold_words=mh // pe, threshold_width=pe * threshold_lane_bits,
                              family=options.family, sprams=options.sprams,
                              weights=fold.weights)
+
+
+def fused_threshold_bits(weights, w_type: DataType, in_type: DataType,
+                         threshold: MultiThreshold | None) -> int:
+    """Bits per PE lane of the memory of ``threshold`` fused into an MVU over ``weights``,
+    as the unit narrows them (``qloom.hw.mvu.threshold_lane_bits``); 0 without one."""
+    if threshold is None:
+        return 0
+    from qloom.hw.mvu import threshold_lane_bits
+    return threshold_lane_bits(weights, w_type, in_type, threshold_spec(threshold))
 
 
 def threshold_spec(layer: MultiThreshold | None):
