@@ -109,9 +109,9 @@ def _systolic(family, rows, cols, k, n, dsp_budget=None):
 
 
 def _swg(family, size, channels, simd):
-    from qloom.hw.swg import SlidingWindow
-    return SlidingWindow(in_h=size, in_w=size, channels=channels, kernel=(3, 3),
-                         dtype=uint_type(4), simd=simd)
+    from qloom.hw.swg import SlidingWindow, WindowConfig
+    return SlidingWindow(WindowConfig(in_h=size, in_w=size, channels=channels, kernel=(3, 3),
+                                      dtype=uint_type(4), simd=simd))
 
 
 def _pool(family, size, channels, lanes):

@@ -22,8 +22,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType
 from ..nn.ir import window_sum_type
-from .estimate import Features, unelaborated
-from .swg import SlidingWindow, WindowOrder
+from .estimate import Features
+from .swg import SlidingWindow, WindowConfig, WindowOrder
 from .types import shape_of
 
 __all__ = ["AvgPool", "GlobalAvgPool"]
@@ -58,12 +58,10 @@ class AvgPool(wiring.Component):
                  stride: tuple[int, int], pads: tuple[int, int, int, int] = (0, 0, 0, 0),
                  dtype: DataType, lanes: int):
         _check_common(in_h, in_w, channels, dtype, lanes)
-        # SlidingWindow validates kernel, stride, pads and the fit of the window.
-        self._swg_args = dict(in_h=in_h, in_w=in_w, channels=channels, kernel=kernel,
-                              stride=stride, pads=pads, dtype=dtype, simd=lanes,
-                              order=WindowOrder.C_KH_KW)
-        # Asked for its geometry only; ``elaborate`` builds the one it uses.
-        swg = unelaborated(SlidingWindow(**self._swg_args))
+        # WindowConfig validates kernel, stride, pads and the fit of the window.
+        swg = WindowConfig(in_h=in_h, in_w=in_w, channels=channels, kernel=kernel,
+                           stride=stride, pads=pads, dtype=dtype, simd=lanes,
+                           order=WindowOrder.C_KH_KW)
         if any(pads) and dtype.bipolar:
             raise ValueError("a bipolar input cannot be zero padded (0 is no bipolar value)")
         self._window = swg
@@ -106,8 +104,7 @@ class AvgPool(wiring.Component):
         ``window_*``: the window is a submodule of this unit, measured with it), one adder
         per lane, the running sum and output registers."""
         from . import swg
-        args = {k: v for k, v in self._swg_args.items() if k not in ("dtype", "order")}
-        window = swg.estimate(**args, bits=self._swg_args["dtype"].bits, family=family)
+        window = swg.estimate(self._window, family)
         acc = self._acc_type.bits
         f = Features("avgpool")
         f.add_part("window", window)
@@ -119,7 +116,7 @@ class AvgPool(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.swg = swg = SlidingWindow(**self._swg_args)
+        m.submodules.swg = swg = SlidingWindow(self._window)
         wiring.connect(m, wiring.flipped(self.i), swg.i)
 
         acc_shape = shape_of(self._acc_type)

@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 from ..nn.dtypes import DataType
 from .estimate import Features
 from .skid import SkidBuffer, skid_cost
-from .swg import SlidingWindow, WindowOrder
+from .swg import SlidingWindow, WindowConfig, WindowOrder
 from .types import shape_of
 
 __all__ = ["MaxPool"]
@@ -55,11 +55,14 @@ class MaxPool(wiring.Component):
         padded = (in_h + pads[0] + pads[2], in_w + pads[1] + pads[3])
         if kernel[0] > padded[0] or kernel[1] > padded[1]:
             raise ValueError(f"kernel {kernel} must not exceed the input ({in_h} x {in_w})")
-        self._kernel, self._stride, self._dtype, self._lanes = kernel, stride, dtype, lanes
-        self._pads, self._channels = pads, channels
-        self._in_h, self._in_w = in_h, in_w
-        self._out_h = (padded[0] - kernel[0]) // stride[0] + 1
-        self._out_w = (padded[1] - kernel[1]) // stride[1] + 1
+        self._kernel, self._dtype, self._lanes = kernel, dtype, lanes
+        self._channels, self._in_h, self._in_w = channels, in_h, in_w
+        # The window it takes the maxima of: padding is the smallest value, never the max.
+        self._window = WindowConfig(
+            in_h=in_h, in_w=in_w, channels=channels, kernel=kernel, stride=stride, pads=pads,
+            dtype=dtype, simd=lanes, pad_code=int(dtype.encode([dtype.min])[0]),
+            order=WindowOrder.C_KH_KW)
+        self._out_h, self._out_w = self._window.out_h, self._window.out_w
         layout = data.ArrayLayout(shape_of(dtype), lanes)
         super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
 
@@ -85,10 +88,6 @@ class MaxPool(wiring.Component):
     def _taps(self) -> int:
         return self._kernel[0] * self._kernel[1]
 
-    def _window_args(self) -> dict:
-        return dict(in_h=self._in_h, in_w=self._in_w, channels=self._channels,
-                    kernel=self._kernel, stride=self._stride, pads=self._pads)
-
     def estimate(self, family) -> Features:
         """Resources (:class:`qloom.hw.estimate.Features`): the sliding window's
         (:func:`qloom.hw.swg.estimate`: its line buffer and counters, as features named
@@ -99,8 +98,7 @@ class MaxPool(wiring.Component):
         from .estimate import comparator_luts
         bits = self._dtype.bits
         f = Features("maxpool")
-        window = swg.estimate(**self._window_args(), simd=self._lanes,
-                              bits=bits, family=family)
+        window = swg.estimate(self._window, family)
         f.add_part("window", window)
         f.add("lut", "compare", self._lanes * 2 * comparator_luts(bits))
         skid_ff, skid_lut = skid_cost(self._lanes * bits)
@@ -113,9 +111,7 @@ class MaxPool(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.swg = swg = SlidingWindow(
-            **self._window_args(), dtype=self._dtype, simd=self._lanes,
-            pad_code=int(self._dtype.encode([self._dtype.min])[0]), order=WindowOrder.C_KH_KW)
+        m.submodules.swg = swg = SlidingWindow(self._window)
         wiring.connect(m, wiring.flipped(self.i), swg.i)
         # The window's words through a skid buffer, so that the window's issue sees a
         # register, not the reduction's ready (its last tap, the output's valid and the

@@ -34,7 +34,7 @@ from .skid import flag_groups, flag_slices
 from .types import shape_of
 from .weight_mem import read_register
 
-__all__ = ["WindowOrder", "SlidingWindow", "buffer_rows", "estimate"]
+__all__ = ["WindowOrder", "WindowConfig", "SlidingWindow", "buffer_rows", "estimate"]
 
 
 class WindowOrder(enum.Enum):
@@ -74,64 +74,84 @@ def _add_mod(value, const, modulus):
     return Mux(value >= modulus - const, value + (const - modulus), value + const)
 
 
-class SlidingWindow(wiring.Component):
-    """``i``: ``ArrayLayout(shape_of(dtype), simd)`` pixels -> ``o``: the same layout,
-    windows of ``KH*KW*channels/simd`` words per output pixel."""
+@dataclasses.dataclass(frozen=True)
+class WindowConfig:
+    """What a sliding window generator is, checked once: an ``[in_h, in_w, channels]``
+    image of ``dtype`` elements arriving ``simd`` channels per word, the ``kernel`` windows
+    at ``stride`` over the image with ``pads`` (top, left, bottom, right) rows and columns
+    of ``pad_code``, each window's words in ``order``. The generator
+    (``SlidingWindow``), its estimate (``estimate``) and its cycle count read it."""
 
-    def __init__(self, *, in_h: int, in_w: int, channels: int, kernel: tuple[int, int],
-                 stride: tuple[int, int] = (1, 1), pads: tuple[int, int, int, int] = (0, 0, 0, 0),
-                 dtype: DataType, simd: int, pad_code: int = 0,
-                 order: WindowOrder = WindowOrder.KH_KW_C):
-        for name, value in (("in_h", in_h), ("in_w", in_w), ("channels", channels),
-                            ("simd", simd)):
-            _positive_int(name, value)
-        _int_tuple("kernel", kernel, 2, 1)
-        _int_tuple("stride", stride, 2, 1)
-        _int_tuple("pads", pads, 4, 0)
-        if not isinstance(dtype, DataType):
-            raise TypeError(f"dtype must be a qloom DataType, not {dtype!r}")
-        if not isinstance(order, WindowOrder):
-            raise TypeError(f"order must be a WindowOrder, not {order!r}")
-        if not isinstance(pad_code, int) or isinstance(pad_code, bool):
-            raise TypeError(f"pad_code must be an integer, not {pad_code!r}")
-        if channels % simd:
-            raise ValueError(f"channels ({channels}) must be divisible by simd ({simd})")
-        padded = (in_h + pads[0] + pads[2], in_w + pads[1] + pads[3])
-        if kernel[0] > padded[0] or kernel[1] > padded[1]:
-            raise ValueError(f"kernel {kernel} does not fit the padded input {padded}")
-        code_min, code_max = dtype.encode([dtype.min, dtype.max]).tolist()
-        if not code_min <= pad_code <= code_max:
-            raise ValueError(f"pad_code ({pad_code}) must be a code of {dtype}, in "
-                             f"[{code_min}, {code_max}]")
-        self._in_h, self._in_w, self._channels, self._simd = in_h, in_w, channels, simd
-        self._kernel, self._stride, self._pads = kernel, stride, pads
-        self._dtype, self._pad_code, self._order = dtype, pad_code, order
-        self._out_h = (padded[0] - kernel[0]) // stride[0] + 1
-        self._out_w = (padded[1] - kernel[1]) // stride[1] + 1
-        layout = data.ArrayLayout(shape_of(dtype), simd)
-        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+    in_h: int
+    in_w: int
+    channels: int
+    kernel: tuple
+    dtype: DataType
+    simd: int
+    stride: tuple = (1, 1)
+    pads: tuple = (0, 0, 0, 0)
+    pad_code: int = 0
+    order: WindowOrder = WindowOrder.KH_KW_C
 
-    out_h = property(lambda self: self._out_h)
-    out_w = property(lambda self: self._out_w)
-    kernel = property(lambda self: self._kernel)
-    stride = property(lambda self: self._stride)
-    pads = property(lambda self: self._pads)
-    simd = property(lambda self: self._simd)
-    dtype = property(lambda self: self._dtype)
-    order = property(lambda self: self._order)
+    def __post_init__(self):
+        for name in ("in_h", "in_w", "channels", "simd"):
+            _positive_int(name, getattr(self, name))
+        _int_tuple("kernel", self.kernel, 2, 1)
+        _int_tuple("stride", self.stride, 2, 1)
+        _int_tuple("pads", self.pads, 4, 0)
+        if not isinstance(self.dtype, DataType):
+            raise TypeError(f"dtype must be a qloom DataType, not {self.dtype!r}")
+        if not isinstance(self.order, WindowOrder):
+            raise TypeError(f"order must be a WindowOrder, not {self.order!r}")
+        if not isinstance(self.pad_code, int) or isinstance(self.pad_code, bool):
+            raise TypeError(f"pad_code must be an integer, not {self.pad_code!r}")
+        if self.channels % self.simd:
+            raise ValueError(f"channels ({self.channels}) must be divisible by simd "
+                             f"({self.simd})")
+        padded = self.padded
+        if self.kernel[0] > padded[0] or self.kernel[1] > padded[1]:
+            raise ValueError(f"kernel {self.kernel} does not fit the padded input {padded}")
+        code_min, code_max = self.dtype.encode([self.dtype.min, self.dtype.max]).tolist()
+        if not code_min <= self.pad_code <= code_max:
+            raise ValueError(f"pad_code ({self.pad_code}) must be a code of {self.dtype}, "
+                             f"in [{code_min}, {code_max}]")
+
+    @property
+    def padded(self) -> tuple[int, int]:
+        """The padded image's height and width."""
+        top, left, bottom, right = self.pads
+        return self.in_h + top + bottom, self.in_w + left + right
+
+    @property
+    def out_h(self) -> int:
+        return (self.padded[0] - self.kernel[0]) // self.stride[0] + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.padded[1] - self.kernel[1]) // self.stride[1] + 1
 
     @property
     def window(self) -> int:
         """Elements per window: ``KH * KW * channels``."""
-        return self._kernel[0] * self._kernel[1] * self._channels
+        return self.kernel[0] * self.kernel[1] * self.channels
+
+    @property
+    def pixel_words(self) -> int:
+        """Words per pixel."""
+        return self.channels // self.simd
+
+    @property
+    def row_words(self) -> int:
+        """Words per image row."""
+        return self.in_w * self.pixel_words
 
     @property
     def in_words_per_frame(self) -> int:
-        return self._in_h * self._in_w * self._channels // self._simd
+        return self.in_h * self.row_words
 
     @property
     def out_words_per_frame(self) -> int:
-        return self._out_h * self._out_w * self.window // self._simd
+        return self.out_h * self.out_w * self.window // self.simd
 
     @property
     def cycles_per_frame(self) -> int:
@@ -141,12 +161,40 @@ class SlidingWindow(wiring.Component):
 
     @property
     def buffer_rows(self) -> int:
-        return buffer_rows(self._in_h, self._kernel, self._stride, self._pads)
+        return buffer_rows(self.in_h, self.kernel, self.stride, self.pads)
 
     @property
     def buffer_words(self) -> int:
         """Line buffer size in words of ``simd`` elements."""
-        return self.buffer_rows * self._in_w * self._channels // self._simd
+        return self.buffer_rows * self.row_words
+
+
+class SlidingWindow(wiring.Component):
+    """``i``: ``ArrayLayout(shape_of(dtype), simd)`` pixels -> ``o``: the same layout,
+    windows of ``KH*KW*channels/simd`` words per output pixel, as ``config`` (a
+    ``WindowConfig``) describes."""
+
+    def __init__(self, config: WindowConfig):
+        if not isinstance(config, WindowConfig):
+            raise TypeError(f"config must be a WindowConfig, not {config!r}")
+        self.config = config
+        layout = data.ArrayLayout(shape_of(config.dtype), config.simd)
+        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+
+    out_h = property(lambda self: self.config.out_h)
+    out_w = property(lambda self: self.config.out_w)
+    kernel = property(lambda self: self.config.kernel)
+    stride = property(lambda self: self.config.stride)
+    pads = property(lambda self: self.config.pads)
+    simd = property(lambda self: self.config.simd)
+    dtype = property(lambda self: self.config.dtype)
+    order = property(lambda self: self.config.order)
+    window = property(lambda self: self.config.window)
+    in_words_per_frame = property(lambda self: self.config.in_words_per_frame)
+    out_words_per_frame = property(lambda self: self.config.out_words_per_frame)
+    cycles_per_frame = property(lambda self: self.config.cycles_per_frame)
+    buffer_rows = property(lambda self: self.config.buffer_rows)
+    buffer_words = property(lambda self: self.config.buffer_words)
 
     def elaborate(self, platform):
         m = Module()
@@ -158,7 +206,7 @@ class SlidingWindow(wiring.Component):
         # the block RAM that kept the block's own output register from the read (CNV-w1a1:
         # every line buffer's blocks without it).
         m.submodules.mem = mem = Memory(shape=self.i.payload.shape(),
-                                        depth=self.buffer_rows * self._row_words, init=[],
+                                        depth=self.buffer_rows * self.config.row_words, init=[],
                                         attrs={"no_rw_check": 1})
         rows, candidate = self._shared_signals(mem)
         self._elaborate_writer(m, mem.write_port(), rows)
@@ -166,27 +214,22 @@ class SlidingWindow(wiring.Component):
         self._elaborate_walk(m, rows, candidate)
         return m
 
-    @property
-    def _row_words(self) -> int:
-        """Words per image row."""
-        return self._in_w * self._channels // self._simd
-
     def _shared_signals(self, mem):
         """The signals the writer, the reader and the window walk share: the row
         bookkeeping (``_Rows``) and the reader's next window position (``_Candidate``)."""
-        H, (KH, _), top = self._in_h, self._kernel, self._pads[0]
+        H, (KH, _), top = self.config.in_h, self.config.kernel, self.config.pads[0]
         R = self.buffer_rows
         # Signed: the reader may release rows the writer has not finished yet, e.g. rows a
         # stride skips or the frame's last rows.
         rows = _Rows(held=Signal(range(-2 * H - R, R + 1), name="held"),
                      avail=Signal(range(-2 * H - R, 2 * H + R + 1), name="avail"),
                      row_written=Signal(name="row_written"),
-                     w_col=Signal(range(self._row_words), name="w_col"),
+                     w_col=Signal(range(self.config.row_words), name="w_col"),
                      issue=Signal(name="issue"), release_c=Signal(range(H + 1), name="release_c"),
                      frame_read=Signal(name="frame_read"),
                      room_limits=(Signal(range(H + R + 1), name="room_limit0"),
                                   Signal(range(H + R + 1), name="room_limit1")))
-        iy = Signal(range(-top, H + self._pads[2] + KH))
+        iy = Signal(range(-top, H + self.config.pads[2] + KH))
         candidate = _Candidate(valid=Signal(name="valid_c"), pad=Signal(name="pad_c"),
                                frame=Signal(name="frame_c"),
                                addr=Signal(range(mem.depth), name="addr_c"),
@@ -196,7 +239,7 @@ class SlidingWindow(wiring.Component):
     def _elaborate_writer(self, m, wp, rows):
         """Image words into the circular buffer, row after row, and the row bookkeeping
         (``held``, ``avail``) that the writer's rows and the reader's releases move."""
-        H, R, RW = self._in_h, self.buffer_rows, self._row_words
+        H, R, RW = self.config.in_h, self.buffer_rows, self.config.row_words
         w_addr = Signal(range(R * RW))
         w_col = rows.w_col
         # `held < R` as a register kept with `held`, so that a word's write does not wait
@@ -265,7 +308,7 @@ class SlidingWindow(wiring.Component):
         # when their inputs settle at time 0, and their X would then stick in `held`/`avail`.
         # A candidate's rows are released when it is issued, not when it is computed.
         m.d.comb += rows.frame_read.eq(rows.issue & c.frame)
-        pad_word = Value.cast(self.o.payload.shape().const([self._pad_code] * self._simd))
+        pad_word = Value.cast(self.o.payload.shape().const([self.config.pad_code] * self.config.simd))
         data1 = read_register(m, rp.data, advance, "data1")     # the block's read
         data2 = Value.cast(read_register(m, data1, advance, "data2"))
         # The flag choosing the pad code, copied per GROUP_BITS bits of the word and kept
@@ -311,11 +354,11 @@ class SlidingWindow(wiring.Component):
         depends on registers only. With equality compares chained after ``load`` and
         nested pixel/row/frame conditions (a mux level each), the output's ready through
         ``load`` into the counters was CNV-w1a1's deepest logic: seven LUT levels."""
-        (KH, KW), CW = self._kernel, self._channels // self._simd   # words per pixel
+        (KH, KW), CW = self.config.kernel, self.config.pixel_words   # words per pixel
         kh, kw = Signal(range(KH), name="kh"), Signal(range(KW), name="kw")
         cw = Signal(range(CW), name="cw")
         inner = [(cw, CW), (kw, KW), (kh, KH)]
-        if self._order is WindowOrder.C_KH_KW:
+        if self.config.order is WindowOrder.C_KH_KW:
             inner = [(kw, KW), (kh, KH), (cw, CW)]
         below, steps = Const(1), {}
         for counter, count in inner:
@@ -325,8 +368,8 @@ class SlidingWindow(wiring.Component):
                 m.d.sync += [counter.eq(Mux(last, 0, counter + 1)),
                              last.eq(Mux(last, count == 1, counter == count - 2))]
             below = below & last
-        ox_last = Signal(init=self._out_w == 1)
-        oy_last = Signal(init=self._out_h == 1)
+        ox_last = Signal(init=self.config.out_w == 1)
+        oy_last = Signal(init=self.config.out_h == 1)
         return _Counters(cw=cw, row_step=steps["kh"], column_step=steps["kw"],
                          pixel_last=below, ox_last=ox_last, oy_last=oy_last)
 
@@ -339,11 +382,11 @@ class SlidingWindow(wiring.Component):
         after them, the additions modulo the buffer and three choices were CNV-w1a1's
         deepest logic into ``row_words``, 9.75 ns by logic_depth). Also the counters'
         last-pixel-of-row and last-row-of-frame registers, which follow the origin."""
-        H, W = self._in_h, self._in_w
-        SH, SW = self._stride
-        top, left, bottom, right = self._pads
-        CW = self._channels // self._simd   # words per pixel
-        RW, R = self._row_words, self.buffer_rows
+        H, W = self.config.in_h, self.config.in_w
+        SH, SW = self.config.stride
+        top, left, bottom, right = self.config.pads
+        CW = self.config.pixel_words   # words per pixel
+        RW, R = self.config.row_words, self.buffer_rows
         words = R * RW                      # the buffer, R rows of RW words
         c = counters
         pixel_last, row_last = c.pixel_last, c.row_last
@@ -367,14 +410,14 @@ class SlidingWindow(wiring.Component):
         with m.If(load & pixel_last):
             m.d.sync += [x0.eq(next_x0), x0_words.eq(next_x0_words)]
             # The row's next-to-last pixel, from its first column.
-            m.d.sync += c.ox_last.eq(Mux(c.ox_last, self._out_w == 1,
-                                         x0 == -left + (self._out_w - 2) * SW))
+            m.d.sync += c.ox_last.eq(Mux(c.ox_last, self.config.out_w == 1,
+                                         x0 == -left + (self.config.out_w - 2) * SW))
         with m.If(load & row_last):
             m.d.sync += [lo_row.eq(down_lo), lo_words.eq(down_words),
                          lo_down_words.eq(Mux(c.oy_last, rows_on(frame_words, H - top + SH),
                                               rows_on(lo_words, 2 * SH))),
-                         c.oy_last.eq(Mux(c.oy_last, self._out_h == 1,
-                                          lo_row == -top + (self._out_h - 2) * SH))]
+                         c.oy_last.eq(Mux(c.oy_last, self.config.out_h == 1,
+                                          lo_row == -top + (self.config.out_h - 2) * SH))]
         with m.If(load & c.frame_last):
             m.d.sync += [frame_words.eq(rows_on(frame_words, H)),
                          frame_lo_words.eq(rows_on(frame_words, 2 * H - top))]
@@ -386,11 +429,11 @@ class SlidingWindow(wiring.Component):
         """The position's input row and column and their words in the buffer, each moving
         by a constant or taking the origin's, and from them the candidate: its read address
         (one addition of registers), padding and input row."""
-        H, W = self._in_h, self._in_w
-        KH, KW = self._kernel
-        top, left, bottom, right = self._pads
-        CW = self._channels // self._simd   # words per pixel
-        RW, words = self._row_words, self.buffer_rows * self._row_words
+        H, W = self.config.in_h, self.config.in_w
+        KH, KW = self.config.kernel
+        top, left, bottom, right = self.config.pads
+        CW = self.config.pixel_words   # words per pixel
+        RW, words = self.config.row_words, self.buffer_rows * self.config.row_words
         c, o = candidate, origin
         iy = Signal(range(-top, H + bottom + KH), init=-top)
         ix = Signal(range(-left, W + right + KW), init=-left)
@@ -416,7 +459,7 @@ class SlidingWindow(wiring.Component):
         the next window's first row, clamped to the image (``next_rel``, a register kept
         with ``lo_row``); all of the frame's rest at its end. Also that count plus the line
         buffer's rows and plus one less, for the writer's room (``_Rows.room_limits``)."""
-        H, top, SH, R = self._in_h, self._pads[0], self._stride[0], self.buffer_rows
+        H, top, SH, R = self.config.in_h, self.config.pads[0], self.config.stride[0], self.buffer_rows
         frame_last = row_last & oy_last
 
         def clamp(row, offset=0):
@@ -520,24 +563,21 @@ def buffer_rows(in_h: int, kernel: tuple, stride: tuple, pads: tuple = (0, 0, 0,
     return max(kh + sh, last + first)
 
 
-def estimate(*, in_h: int, in_w: int, channels: int, kernel: tuple, stride: tuple,
-             pads: tuple, simd: int, bits: int, family) -> Features:
+def estimate(config: WindowConfig, family) -> Features:
     """The sliding window's resources (:class:`qloom.hw.estimate.Features`): its line
     buffer of :func:`buffer_rows` image rows (``buffer_words``) and its counters."""
     from .estimate import auto_ram_cost
+    c = config
     f = Features("swg")
     f.add("lut", "control", 60)
     f.add("ff", "control", 50)
-    rows = buffer_rows(in_h, kernel, stride, pads)
+    rows, words, bits = c.buffer_rows, c.buffer_words, c.simd * c.dtype.bits
     # Logic that grows with the sizes: the window counters' increments and wraps, the
     # read address (slot * row words + column * pixel words + word), the row bookkeeping.
-    (kh, kw), (sh, sw) = kernel, stride
-    out_h = (in_h + pads[0] + pads[2] - kh) // sh + 1
-    out_w = (in_w + pads[1] + pads[3] - kw) // sw + 1
     counter_bits = sum(max(1, (n - 1).bit_length())
-                       for n in (out_h, out_w, kh, kw, channels // simd))
-    address_bits = max(1, (rows * in_w * channels // simd - 1).bit_length())
-    row_bits = (2 * in_h + rows).bit_length()
+                       for n in (c.out_h, c.out_w, *c.kernel, c.pixel_words))
+    address_bits = max(1, (words - 1).bit_length())
+    row_bits = (2 * c.in_h + rows).bit_length()
     f.add("lut", "counters", 2 * counter_bits)
     f.add("lut", "address", 3 * address_bits)
     f.add("lut", "rows", 4 * row_bits)
@@ -547,11 +587,11 @@ def estimate(*, in_h: int, in_w: int, channels: int, kernel: tuple, stride: tupl
     # position's row and column, the room's limits and the release counts beside them.
     f.add("lut", "tracking", 12 * address_bits + 4 * row_bits)
     f.add("ff", "tracking", 7 * address_bits + 4 * row_bits)
-    f.add_memory("buffer", auto_ram_cost(rows * in_w * channels // simd, simd * bits, family))
+    f.add_memory("buffer", auto_ram_cost(words, bits, family))
     # The read word twice (the memory's register and the one after it) with the pad flag
     # per GROUP_BITS bits, the candidate's address, row and release count.
-    f.add("ff", "output", 2 * simd * bits + flag_groups(simd * bits))
-    f.add("ff", "candidate", (rows * in_w * channels // simd).bit_length() + 2 * 8)
+    f.add("ff", "output", 2 * bits + flag_groups(bits))
+    f.add("ff", "candidate", words.bit_length() + 2 * 8)
     return f
 
 

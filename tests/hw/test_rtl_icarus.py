@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from qloom.hw.mvu import MVU, MVUConfig
 from qloom.hw.pool import MaxPool
-from qloom.hw.swg import SlidingWindow, WindowOrder
+from qloom.hw.swg import SlidingWindow, WindowConfig, WindowOrder
 from qloom.hw.systolic import SystolicArray
 from qloom.nn.dtypes import BIPOLAR, int_type, uint_type
 from qloom.nn.ir import im2col
@@ -138,8 +138,9 @@ WINDOWS = [
 def test_sliding_window_verilog(h, w, c, kernel, stride, pads, dtype, simd, pad_code, order):
     rng = np.random.default_rng(h * 10 + w)
     codes = dtype.encode(random_values(dtype, (2, h, w, c), rng))
-    dut = SlidingWindow(in_h=h, in_w=w, channels=c, kernel=kernel, stride=stride, pads=pads,
-                        dtype=dtype, simd=simd, pad_code=pad_code, order=order)
+    dut = SlidingWindow(WindowConfig(in_h=h, in_w=w, channels=c, kernel=kernel, stride=stride,
+                                     pads=pads, dtype=dtype, simd=simd, pad_code=pad_code,
+                                     order=order))
     expect = ref_windows(codes, kernel, stride, pads, pad_code, simd, order)
     out = run_component_icarus(dut, codes.reshape(-1, simd).tolist(), len(expect),
                                stall=0.3, seed=w)

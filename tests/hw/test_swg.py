@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from qloom.hw.swg import SlidingWindow, WindowOrder
+from qloom.hw.swg import SlidingWindow, WindowConfig, WindowOrder
 from qloom.nn.dtypes import BIPOLAR, int_type, uint_type
 from qloom.nn.ir import im2col
 from qloom.sim.pysim import run_stream
@@ -38,8 +38,9 @@ def check(*, h, w, c, kernel, stride=(1, 1), pads=(0, 0, 0, 0), dtype=uint_type(
           pad_code=0, frames=2, stall=0.3, order=WindowOrder.KH_KW_C, seed=0):
     rng = np.random.default_rng(seed)
     x = random_codes(dtype, (frames, h, w, c), rng)
-    dut = SlidingWindow(in_h=h, in_w=w, channels=c, kernel=kernel, stride=stride, pads=pads,
-                        dtype=dtype, simd=simd, pad_code=pad_code, order=order)
+    dut = SlidingWindow(WindowConfig(in_h=h, in_w=w, channels=c, kernel=kernel, stride=stride,
+                                     pads=pads, dtype=dtype, simd=simd, pad_code=pad_code,
+                                     order=order))
     run = rtl_windows(dut, x, stall=stall, seed=seed)
     assert run.outputs == ref_windows(x, kernel, stride, pads, pad_code, simd, order)
     return dut, run
@@ -103,8 +104,8 @@ def test_swg_frames_back_to_back_behind_a_slow_producer(h, w, kernel, stride, pa
     line buffer of KH + SH rows the first window waited for rows at each frame's start
     (CNV-w1a1: +9.9% over its plan)."""
     frames, out_period = 4, 5
-    dut = SlidingWindow(in_h=h, in_w=w, channels=1, kernel=kernel, stride=stride,
-                        pads=pads, dtype=uint_type(4), simd=1)
+    dut = SlidingWindow(WindowConfig(in_h=h, in_w=w, channels=1, kernel=kernel, stride=stride,
+                                     pads=pads, dtype=uint_type(4), simd=1))
     n = dut.out_words_per_frame
     in_period = (out_period * n) // (2 * dut.in_words_per_frame)  # half the frame time
     assert in_period >= 2
@@ -119,8 +120,8 @@ def test_swg_frames_back_to_back_behind_a_slow_producer(h, w, kernel, stride, pa
 def test_swg_buffer_rows():
     # KH + SH within a frame; at a frame's end the last output row's rows and the next
     # frame's first window
-    assert [SlidingWindow(in_h=h, in_w=4, channels=1, kernel=k, stride=s, pads=p,
-                          dtype=uint_type(4), simd=1).buffer_rows
+    assert [SlidingWindow(WindowConfig(in_h=h, in_w=4, channels=1, kernel=k, stride=s, pads=p,
+                                       dtype=uint_type(4), simd=1)).buffer_rows
             for h, k, s, p in [(6, (3, 3), (1, 1), (0, 0, 0, 0)),
                                (6, (3, 3), (1, 1), (1, 1, 1, 1)),
                                (7, (3, 3), (2, 2), (0, 0, 0, 0)),
@@ -181,12 +182,12 @@ def test_swg_rejects_bad_parameters():
     ]
     for exc, message, change in cases:
         with pytest.raises(exc, match=message):
-            SlidingWindow(**{**ok, **change})
+            SlidingWindow(WindowConfig(**{**ok, **change}))
 
 
 def test_swg_geometry():
-    dut = SlidingWindow(in_h=7, in_w=6, channels=4, kernel=(3, 2), stride=(2, 1),
-                        pads=(1, 0, 1, 1), dtype=int_type(8), simd=2)
+    dut = SlidingWindow(WindowConfig(in_h=7, in_w=6, channels=4, kernel=(3, 2), stride=(2, 1),
+                                     pads=(1, 0, 1, 1), dtype=int_type(8), simd=2))
     assert (dut.out_h, dut.out_w) == (4, 6)
     assert dut.window == 24
     assert dut.in_words_per_frame == 7 * 6 * 2
@@ -198,6 +199,6 @@ def test_swg_geometry():
 def test_swg_address_arithmetic_uses_no_multipliers():
     # a multiplier here would take one of the board's few DSP blocks
     from amaranth.back import rtlil
-    dut = SlidingWindow(in_h=7, in_w=6, channels=6, kernel=(3, 3), pads=(1, 1, 1, 1),
-                        dtype=int_type(8), simd=2)
+    dut = SlidingWindow(WindowConfig(in_h=7, in_w=6, channels=6, kernel=(3, 3),
+                                     pads=(1, 1, 1, 1), dtype=int_type(8), simd=2))
     assert "cell $mul" not in rtlil.convert(dut)

@@ -450,10 +450,9 @@ def test_depthwise_engine_and_its_templates_agree(in_type, w_type):
                                                   pixels * unit.cycles_per_pixel())
                 parts = _parts(engine, fold, options, nodes)
                 assert set(parts) == {"_swg", ""} | ({"_thr"} if threshold_layer else set())
-                assert parts["_swg"] == swg.estimate(
-                    in_h=in_shape[0], in_w=in_shape[1], channels=in_shape[2],
-                    kernel=window.kernel, stride=window.stride, pads=window.pads,
-                    simd=window.simd, bits=window.dtype.bits, family=family)
+                assert parts["_swg"] == swg.estimate(window.config, family)
+                assert (window.config.in_h, window.config.in_w,
+                        window.config.channels) == in_shape
                 if threshold_layer is not None:
                     t = nodes["dw_thr"]
                     assert parts["_thr"] == t.estimate(family)

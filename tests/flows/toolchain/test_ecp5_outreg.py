@@ -198,10 +198,11 @@ def test_line_buffer_read_moves_into_the_block(tmp_path):
     """A sliding window's line buffer in block RAM: its read register moves into the
     block (without no_rw_check every CNV-w1a1 line buffer kept NOREG: Yosys' read-before-
     write emulation put a mux between block and register)."""
-    from qloom.hw.swg import SlidingWindow
+    from qloom.hw.swg import SlidingWindow, WindowConfig
     from qloom.nn.dtypes import int_type
-    swg = SlidingWindow(in_h=8, in_w=32, channels=32, kernel=(3, 3), stride=(1, 1),
-                        pads=(0, 0, 0, 0), dtype=int_type(4), simd=4)
+    swg = SlidingWindow(WindowConfig(in_h=8, in_w=32, channels=32, kernel=(3, 3),
+                                     stride=(1, 1), pads=(0, 0, 0, 0), dtype=int_type(4),
+                                     simd=4))
     synth.synthesize(swg, family="ecp5", device="LFE5U-85F", package="CABGA381",
                      build_dir=tmp_path, pnr=False)
     netlist = tmp_path / "top.json"

@@ -31,7 +31,6 @@ class ConvEngine(Engine):
         self.mw = kh * kw * self.in_c
         self.systolic = datapath_of(conv.w_type, conv.in_type) == "mac"
         self.pad_code = pad_code(conv)
-        self._window_cycles = {}    # simd -> the window's cycles per frame, asked once
 
     @classmethod
     def from_layer(cls, layer, net, threshold=None):
@@ -97,22 +96,18 @@ class ConvEngine(Engine):
         return [Fold(pe, simd) for pe in divisors(self.out_c) for simd in divisors(self.in_c)]
 
     def window(self, simd: int):
-        """The sliding window for ``simd`` lanes."""
-        from qloom.hw.swg import SlidingWindow
+        """The sliding window's configuration for ``simd`` lanes."""
+        from qloom.hw.swg import WindowConfig
         conv = self.conv
-        return SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
-                             kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
-                             dtype=conv.in_type, simd=simd, pad_code=self.pad_code)
+        return WindowConfig(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
+                            kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
+                            dtype=conv.in_type, simd=simd, pad_code=self.pad_code)
 
     def cycles(self, fold):
         """The slower of the matrix unit and the window, which takes every input word
         (more than it gives when the stride exceeds the kernel)."""
-        from qloom.hw.estimate import unelaborated
-        if fold.simd not in self._window_cycles:
-            self._window_cycles[fold.simd] = \
-                unelaborated(self.window(fold.simd)).cycles_per_frame
         unit = self.out_h * self.out_w * (self.out_c // fold.pe) * (self.mw // fold.simd)
-        return max(unit, self._window_cycles[fold.simd])
+        return max(unit, self.window(fold.simd).cycles_per_frame)
 
     def multipliers(self, fold):
         return fold.pe * fold.simd if self.systolic else 0
@@ -134,9 +129,7 @@ class ConvEngine(Engine):
         from qloom.hw.estimate import unelaborated
         from qloom.flows.compile.engines.threshold import thresholding
         conv, family = self.conv, options.family
-        window = swg.estimate(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
-                              kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
-                              simd=fold.simd, bits=conv.in_type.bits, family=family)
+        window = swg.estimate(self.window(fold.simd), family)
         if not self.systolic:
             from qloom.hw import mvu
             return [("_swg", window),
@@ -173,7 +166,8 @@ class ConvEngine(Engine):
     def nodes(self, fold, options, dsps=0):
         from qloom.hw.top import Node
         windows = f"{self.name}_windows"
-        swg = self.window(fold.simd)
+        from qloom.hw.swg import SlidingWindow
+        swg = SlidingWindow(self.window(fold.simd))
         spec = threshold_spec(self.threshold)
         if self.systolic:
             unit = self.systolic_array(fold, options, dsps)

@@ -52,13 +52,14 @@ class DepthwiseEngine(Engine):
         return [Fold(pe) for pe in divisors(self.channels)]
 
     def window(self, lanes: int):
-        """The sliding window for ``lanes`` lanes, in channel-word-major order."""
-        from qloom.hw.swg import SlidingWindow, WindowOrder
+        """The sliding window's configuration for ``lanes`` lanes, in channel-word-major
+        order."""
+        from qloom.hw.swg import WindowConfig, WindowOrder
         conv = self.conv
-        return SlidingWindow(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
-                             kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
-                             dtype=conv.in_type, simd=lanes, pad_code=self.pad_code,
-                             order=WindowOrder.C_KH_KW)
+        return WindowConfig(in_h=self.in_h, in_w=self.in_w, channels=self.channels,
+                            kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
+                            dtype=conv.in_type, simd=lanes, pad_code=self.pad_code,
+                            order=WindowOrder.C_KH_KW)
 
     def latency(self, fold):
         return self.cycles(fold) / (self.out_h * self.out_w) + self._units_latency(fold)
@@ -72,11 +73,9 @@ class DepthwiseEngine(Engine):
     def cycles(self, fold):
         """The slower of the unit and the window, which takes every input word (more than
         it gives when the stride exceeds the kernel)."""
-        from qloom.hw.estimate import unelaborated
         if fold.pe not in self._cycles:
             unit = self.out_h * self.out_w * self._asked(fold.pe).cycles_per_pixel()
-            self._cycles[fold.pe] = max(
-                unit, unelaborated(self.window(fold.pe)).cycles_per_frame)
+            self._cycles[fold.pe] = max(unit, self.window(fold.pe).cycles_per_frame)
         return self._cycles[fold.pe]
 
     def features(self, fold, options, dsps=0):
@@ -87,10 +86,7 @@ class DepthwiseEngine(Engine):
         from qloom.flows.compile.engines.threshold import thresholding
         conv, family = self.conv, options.family
         unit = self._asked(fold.pe)
-        parts = [("_swg", swg.estimate(in_h=self.in_h, in_w=self.in_w,
-                                       channels=self.channels, kernel=conv.kernel,
-                                       stride=conv.stride, pads=conv.pads, simd=fold.pe,
-                                       bits=conv.in_type.bits, family=family)),
+        parts = [("_swg", swg.estimate(self.window(fold.pe), family)),
                  ("", unit.estimate(family))]
         if self.threshold is not None:
             parts.append(("_thr", unelaborated(thresholding(
@@ -116,9 +112,10 @@ class DepthwiseEngine(Engine):
 
     def nodes(self, fold, options, dsps=0):
         from qloom.hw.top import Node
+        from qloom.hw.swg import SlidingWindow
         from qloom.flows.compile.engines.dense import threshold_spec
         windows = f"{self.name}_windows"
-        swg = self.window(fold.pe)
+        swg = SlidingWindow(self.window(fold.pe))
         unit = self.unit(fold.pe)
         nodes = [Node(f"{self.name}_swg", swg, self.inputs, windows)]
         spec = threshold_spec(self.threshold)
