@@ -185,12 +185,28 @@ class SystolicArray(wiring.Component):
         return -(-(self._rows + self._cols + 9 + self._pe_extra) // self.k_tiles) + 1
 
     def estimate(self, family) -> Features:
-        """The array's resources on ``family`` (:func:`estimate` of what it is built
-        with)."""
-        return estimate(mh=self.mh, mw=self.mw, rows=self._rows, cols=self._cols,
-                        w_bits=self._w_type.bits, in_bits=self._in_type.bits,
-                        acc_bits=self._acc_type.bits, dsps=self._dsp_count, family=family,
-                        dsp_blocks=self._dsp_primitive is not None)
+        """The array's resources on ``family`` (:class:`qloom.hw.estimate.Features`): per
+        PE a multiplier (a DSP block for ``dsp_count`` of them, shift-and-add logic for the
+        rest), an adder and its partial-sum and operand registers; the weight memory; the
+        skew registers."""
+        from .estimate import lut_multiplier_luts, memory_cost
+        rows, cols, dsps = self._rows, self._cols, self._dsp_count
+        w_bits, in_bits, acc_bits = self._w_type.bits, self._in_type.bits, self._acc_type.bits
+        f = Features("systolic")
+        pes = rows * cols
+        f.add("lut", "multiplier", (pes - dsps) * lut_multiplier_luts(in_bits, w_bits))
+        f.add("lut", "adder", pes * acc_bits)
+        f.add("ff", "pe_registers", pes * (2 * acc_bits + in_bits))
+        if self._dsp_primitive is not None:
+            # The second product register of the PEs without a block (``dsp_primitive``).
+            f.add("ff", "pe_registers", (pes - dsps) * acc_bits)
+        f.add("ff", "skew", rows * in_bits * (rows - 1) // 2
+              + cols * acc_bits * (cols - 1) // 2)
+        f.add("lut", "control", 40)
+        f.add("ff", "control", 30)
+        f.dsp = dsps
+        f.add_memory("weights", memory_cost(self.cycles_per_vector, pes * w_bits, family))
+        return f
 
     @property
     def _pe_extra(self) -> int:
@@ -310,25 +326,3 @@ class SystolicArray(wiring.Component):
                 out_valid = done_valid
         m.d.comb += [out_fifo.i.payload.eq(results), out_fifo.i.valid.eq(out_valid)]
         return m
-
-
-def estimate(*, mh: int, mw: int, rows: int, cols: int, w_bits: int, in_bits: int,
-             acc_bits: int, dsps: int, family, dsp_blocks: bool = False) -> Features:
-    """The array's resources (:class:`qloom.hw.estimate.Features`): per PE a multiplier
-    (a DSP block for ``dsps`` of them, shift-and-add logic for the rest), an adder and its
-    partial-sum and operand registers; the weight memory; the skew registers."""
-    from .estimate import lut_multiplier_luts, memory_cost
-    f = Features("systolic")
-    pes = rows * cols
-    f.add("lut", "multiplier", (pes - dsps) * lut_multiplier_luts(in_bits, w_bits))
-    f.add("lut", "adder", pes * acc_bits)
-    f.add("ff", "pe_registers", pes * (2 * acc_bits + in_bits))
-    if dsp_blocks and dsps:
-        # The second product register of the PEs without a block (``dsp_primitive``).
-        f.add("ff", "pe_registers", (pes - dsps) * acc_bits)
-    f.add("ff", "skew", rows * in_bits * (rows - 1) // 2 + cols * acc_bits * (cols - 1) // 2)
-    f.add("lut", "control", 40)
-    f.add("ff", "control", 30)
-    f.dsp = dsps
-    f.add_memory("weights", memory_cost((mh // cols) * (mw // rows), pes * w_bits, family))
-    return f
