@@ -19,7 +19,7 @@ from typing import Callable
 from qloom.errors import QloomError
 from qloom.flows.compile.cost import Resources
 from qloom.flows.compile.engines.base import BuildOptions, Engine, Fold
-from qloom.flows.compile.engines.unrolled import unroll
+from qloom.flows.compile.engines.mapping import realize
 from qloom.flows.compile.graph import EngineGraph
 
 __all__ = ["Plan", "DEFAULT_LANES", "plan_for_cycles", "plan_default", "plan_from_file",
@@ -37,21 +37,36 @@ ROOMY_SHARE = 0.8
 
 @dataclass(frozen=True)
 class Plan:
-    """A folding per engine, the DSP blocks each engine may use, the estimates, and the
-    engine graph the folding makes (``qloom.flows.compile.graph.EngineGraph``: its edges and
-    FIFOs, for RTL emission, the manifest and the report)."""
+    """The planner's decision and what it makes: ``choice``, a folding per engine that
+    mapping offered (``mapped``); ``graph``, the engines that implement them at those folds
+    (``qloom.flows.compile.engines.mapping.realize``: unrolled chains in place of dense
+    layers at one vector per cycle), their folds, edges and FIFOs, built once and read by
+    RTL emission, simulation, the manifest and the report; and per realized engine the DSP
+    blocks it may use and its estimates."""
 
-    folds: dict            # engine name -> Fold
+    choice: dict           # mapped engine name -> Fold
+    mapped: tuple          # the engines mapping offered
+    graph: EngineGraph
     dsps: dict             # engine name -> multipliers on DSP blocks
     cycles: dict           # engine name -> ideal cycles per frame
     resources: dict        # engine name -> Resources
     how: str               # "default", "target-fps", "fold-file", "auto", "latency"
-    engines: tuple = ()    # the engines planned, after ``unroll``
-    source_folds: dict = None   # the mapped engines' folds before ``unroll``
-    # The folding as a fold file (``--fold``) reproduces it: the mapped engines' entries,
-    # which also name the layers an unrolled chain took in.
-    fold_file: dict = None
-    graph: EngineGraph = None
+
+    @property
+    def engines(self) -> tuple:
+        """The engines as built (``graph.engines``)."""
+        return self.graph.engines
+
+    @property
+    def folds(self):
+        """The built engines' folds (``graph.folds``)."""
+        return self.graph.folds
+
+    @property
+    def fold_file(self) -> dict:
+        """The folding as a fold file (``--fold``) reproduces it: the mapped engines'
+        entries, which also name the layers an unrolled chain took in."""
+        return {e.name: e.fold_json(self.choice[e.name]) for e in self.mapped}
 
     @property
     def ideal_ii_cycles(self) -> int:
@@ -81,20 +96,18 @@ def _allocate_dsps(engines, folds, options: BuildOptions) -> dict:
     return dsps
 
 
-def _finish(engines, folds, options, how) -> Plan:
-    # Dense layers at one vector per cycle get constant-weight unrolled engines.
-    source_folds, mapped = folds, engines
-    engines, folds = unroll(engines, folds)
+def _finish(mapped, choice, options, how) -> Plan:
+    """The plan of ``choice``: its engines realized, their graph built, DSP blocks given
+    and everything estimated."""
+    engines, folds = realize(mapped, choice)
     dsps = _allocate_dsps(engines, folds, options)
     graph = EngineGraph.build(engines, folds)
     fifos = graph.resources(options)
-    return Plan(folds=folds, dsps=dsps,
+    return Plan(choice=dict(choice), mapped=tuple(mapped), graph=graph, dsps=dsps,
                 cycles={e.name: e.cycles(folds[e.name]) for e in engines},
                 resources={e.name: e.resources(folds[e.name], options, dsps[e.name])
                            + fifos[e.name] for e in engines},
-                how=how, engines=tuple(engines), source_folds=source_folds,
-                fold_file={e.name: e.fold_json(source_folds[e.name]) for e in mapped},
-                graph=graph)
+                how=how)
 
 
 def _cheapest(engine: Engine, target_cycles: float, options: BuildOptions) -> Fold:
@@ -141,7 +154,7 @@ def plan_from_file(engines, spec: dict, options: BuildOptions, fallback: Plan) -
     if unknown:
         raise QloomError(f"fold file names unknown layer(s) {unknown}; the layers are "
                          f"{sorted(by_name)}")
-    folds = dict(fallback.source_folds or fallback.folds)
+    folds = dict(fallback.choice)
     for key, value in spec.items():
         engine = by_name.get(key) or aliases[key]
         folds[engine.name] = engine.parse_fold(value)
@@ -198,7 +211,7 @@ def spare_block_ram(engines, plan: Plan, budget: Resources, fits: Callable,
     by_name = {e.name: e for e in engines}
     bram_limit, lut_limit = ROOMY_SHARE * budget.bram, ROOMY_SHARE * budget.lut
     while (plan.total + overhead(plan)).bram > bram_limit:
-        folds = plan.source_folds
+        folds = plan.choice
         moves = []
         for name, fold in folds.items():
             engine = by_name[name]
@@ -259,8 +272,7 @@ def shortfall(plan: Plan, budget: Resources, fits: Callable | None = None,
 
 def _skips(plan: Plan) -> str:
     """The skip buffers of reconvergent paths in ``plan``, largest first, for messages."""
-    graph = plan.graph or EngineGraph.build(plan.engines, plan.folds)
-    rows = sorted(graph.skip_rows(), key=lambda r: -r["bits"])
+    rows = sorted(plan.graph.skip_rows(), key=lambda r: -r["bits"])
     if not rows:
         return ""
     listed = ", ".join(f"{r['tensor']} into {r['reader']} {r['bits']:,} bits ({r['words']:,} "

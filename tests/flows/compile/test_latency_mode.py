@@ -51,8 +51,8 @@ def test_fold_file_entry_at_one_vector_per_cycle_unrolls_that_layer():
     assert kinds["dense2"] == "unrolled" and kinds["dense0"].startswith("mvu")
     unrolled = next(e for e in state.engines if isinstance(e, UnrolledEngine))
     assert unrolled.layers == ("dense2", "thr3"), "with the threshold fused into it"
-    # A later fold file may still name the layers of the engines before unrolling.
-    assert state.plan.source_folds["dense2"].pe == 6
+    # The plan's choice (and so a later fold file) names the layers mapping offered.
+    assert state.plan.choice["dense2"].pe == 6
 
 
 def test_high_frame_rate_plans_unrolled_layers():

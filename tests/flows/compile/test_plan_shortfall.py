@@ -2,11 +2,15 @@
 
 from qloom.flows.compile.cost import Resources
 from qloom.flows.compile.engines.base import Fold
+from qloom.flows.compile.graph import EngineGraph
 from qloom.flows.compile.plan import Plan, shortfall
 
 
 def _plan(**engines):
-    return Plan(folds={k: Fold() for k in engines}, dsps={k: 0 for k in engines},
+    """A plan with these estimates per engine name and no engines behind them (no skip
+    buffers to name)."""
+    return Plan(choice={k: Fold() for k in engines}, mapped=(),
+                graph=EngineGraph.build((), {}), dsps={k: 0 for k in engines},
                 cycles={k: 1 for k in engines}, resources=engines, how="auto")
 
 

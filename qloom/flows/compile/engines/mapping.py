@@ -18,10 +18,10 @@ from qloom.flows.compile.engines.lookup import LookupEngine
 from qloom.flows.compile.engines.pool import PoolEngine
 from qloom.flows.compile.engines.requant import RequantEngine
 from qloom.flows.compile.engines.threshold import SEARCH_FROM, ThresholdEngine
-from qloom.flows.compile.engines.unrolled import UnrolledEngine
+from qloom.flows.compile.engines.unrolled import UnrolledEngine, unroll
 from qloom.flows.compile.engines.upsample import UpsampleEngine
 
-__all__ = ["ENGINES", "UNROLLED_ENGINES", "map_network", "supported_layers"]
+__all__ = ["ENGINES", "UNROLLED_ENGINES", "map_network", "realize", "supported_layers"]
 
 # IR layer type -> the engine that implements it: adding a layer type is one line here
 # (and the engine's ``from_layer``). Flatten has no engine: the stream order is already
@@ -32,8 +32,8 @@ ENGINES = {Dense: DenseEngine, Conv: ConvEngine, MultiThreshold: ThresholdEngine
            Upsample: UpsampleEngine}
 
 # IR layer type -> the engine implementing it at one vector per cycle with its weights
-# built into the logic (latency mode), which the planner puts in place of the engine
-# above when it folds the layer that far (see ``unrolled.unroll``).
+# built into the logic (latency mode), which ``realize`` puts in place of the engine
+# above when the planner folds the layer that far.
 UNROLLED_ENGINES = {kind: UnrolledEngine for kind in UnrolledEngine.layer_types}
 
 
@@ -87,3 +87,10 @@ def map_network(net: Network) -> tuple[list, str, str]:
             fused.add(threshold.name)
         engines.append(engine)
     return engines, real(net.input), real(net.output)
+
+
+def realize(engines, folds: dict) -> tuple[list, dict]:
+    """The engines that implement ``engines`` (``map_network``'s) at the planner's
+    ``folds``, and their folds: each engine itself, except dense layers folded to one
+    vector per cycle, which become unrolled chains (``unrolled.unroll``)."""
+    return unroll(engines, folds)

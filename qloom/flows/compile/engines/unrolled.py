@@ -2,9 +2,9 @@
 graphs (``qloom.hw.unrolled``), with the requantization or thresholds that alone read
 them, and consecutive such layers chained into one pipeline with no FIFO between them.
 
-The planner folds the mapped engines as usual; :func:`unroll` then replaces every dense
-engine folded to one vector per cycle (``pe = MH``, ``simd = MW``) by an
-:class:`UnrolledEngine`. Its estimate is the template's own count of the adders,
+The planner folds the mapped engines as usual; realizing its choice
+(``mapping.realize``), :func:`unroll` replaces every dense engine folded to one vector per
+cycle (``pe = MH``, ``simd = MW``) by an :class:`UnrolledEngine`. Its estimate is the template's own count of the adders,
 operations and registers it builds (``UnrolledDesign.features``), calibrated like every
 template's.
 """
