@@ -53,11 +53,11 @@ class FamilyTarget:
     whose block RAM shapes and fitted coefficients its estimates use; ``open_flow``: Yosys
     and nextpnr build its bitstreams; ``lut_ram``: it has distributed RAM cells (ECP5's
     16x4 TRELLIS_DPR16X4); ``luts_per_bram``: the exchange rate between one block RAM and
-    LUT4s: a ROM goes to block RAM only when its LUT implementation would cost more than
-    that per block (roughly the device's LUT/BRAM ratio over two, so that neither runs out
-    first); ``weight`` prices resources in LUT4s when the planner ranks an engine's
-    foldings by cost: a block RAM at ``fold_luts_per_bram``, a hard multiplier at
-    ``luts_per_dsp``, a flip-flop at ``luts_per_ff``."""
+    LUT4s (roughly the device's LUT/BRAM ratio over two, so that neither runs out first),
+    the one both sides of that trade use: a ROM goes to block RAM only when its LUT
+    implementation would cost more than that per block, and ``weight``, the price the
+    planner ranks an engine's foldings by, counts a block RAM at that many LUT4s (a hard
+    multiplier at ``luts_per_dsp``, a flip-flop at ``luts_per_ff``)."""
 
     family: Family
     estimated_as: Family
@@ -67,16 +67,11 @@ class FamilyTarget:
     luts_per_bram: int
     luts_per_dsp: int = 200
     luts_per_ff: float = 0.5
-    # The planner's price of a block RAM, the same on every family. It is not
-    # ``luts_per_bram``: ranking foldings at that price picks other foldings (on the ECP5,
-    # fewer block RAMs for more LUTs), so the two stay apart until the foldings each one
-    # picks are built and compared.
-    fold_luts_per_bram: int = 100
 
     def weight(self, r: "Resources") -> float:
         """One number to rank ``r`` by: LUT-equivalents."""
         return (r.lut + self.luts_per_ff * r.ff + self.luts_per_dsp * r.dsp
-                + self.fold_luts_per_bram * r.bram)
+                + self.luts_per_bram * r.bram)
 
 
 TARGETS = {t.family: t for t in [
