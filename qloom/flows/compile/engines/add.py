@@ -38,13 +38,6 @@ class AddEngine(LaneEngine):
         from qloom.hw.add import ElementwiseAdd
         return ElementwiseAdd(a_type=self.a_type, b_type=self.b_type, lanes=lanes)
 
-    def features(self, fold, options, dsps=0):
-        return [("", self._asked(fold.pe).estimate(options.family))]
-
     @property
     def in_bits(self) -> int:
         return max(self.a_type.bits, self.b_type.bits)
-
-    def nodes(self, fold, options, dsps=0):
-        from qloom.hw.top import Node
-        return [Node(self.name, self.unit(fold.pe), self.inputs, self.output)]

@@ -55,13 +55,6 @@ class AvgPoolEngine(LaneEngine):
     def cycles(self, fold):
         return self._asked(fold.pe).cycles_per_frame
 
-    def features(self, fold, options, dsps=0):
-        return [("", self._asked(fold.pe).estimate(options.family))]
-
     @property
     def in_bits(self) -> int:
         return self.dtype.bits
-
-    def nodes(self, fold, options, dsps=0):
-        from qloom.hw.top import Node
-        return [Node(self.name, self.unit(fold.pe), self.inputs, self.output)]

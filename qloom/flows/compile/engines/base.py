@@ -260,12 +260,30 @@ class Engine(abc.ABC):
 
 class LaneEngine(Engine):
     """An elementwise engine over channels-last pixels: ``pe`` lanes in and out, a legal
-    folding for every divisor of the channel count."""
+    folding for every divisor of the channel count. Most are one template each:
+    ``template(fold, options)`` builds it (``unit(pe)`` unless the template depends on the
+    build's options), and the engine's estimate and hardware node are that template's."""
 
     channels: int
 
     def folds(self):
         return [Fold(pe) for pe in divisors(self.channels)]
+
+    def unit(self, lanes: int):
+        """The engine's template for ``lanes`` lanes."""
+        raise NotImplementedError(f"{type(self).__name__} is not one template")
+
+    def template(self, fold: Fold, options: BuildOptions):
+        """The template this engine builds at ``fold`` for ``options``."""
+        return self.unit(fold.pe)
+
+    def features(self, fold, options, dsps=0):
+        from qloom.hw.estimate import unelaborated
+        return [("", unelaborated(self.template(fold, options)).estimate(options.family))]
+
+    def nodes(self, fold, options, dsps=0):
+        from qloom.hw.top import Node
+        return [Node(self.name, self.template(fold, options), self.inputs, self.output)]
 
     def in_lanes(self, fold):
         return fold.pe

@@ -22,7 +22,8 @@ class IntMulEngine(LaneEngine):
     def from_layer(cls, layer, net, threshold=None):
         return cls(layer, net.shape_of(layer.inputs[0]), net.tensors[layer.inputs[0]].dtype)
 
-    def _unit(self, lanes):
+    def unit(self, lanes):
+        """The template for ``lanes`` lanes."""
         from qloom.hw.int_mul import ConstMul
         return ConstMul(in_type=self.in_type, factor=self.layer.factor, lanes=lanes)
 
@@ -32,14 +33,8 @@ class IntMulEngine(LaneEngine):
     def input_needed(self):
         return (identity_needed(self.elements),)
 
-    def features(self, fold, options, dsps=0):
-        from qloom.hw.estimate import unelaborated
-        return [("", unelaborated(self._unit(fold.pe)).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:
         return self.in_type.bits
 
-    def nodes(self, fold, options, dsps=0):
-        from qloom.hw.top import Node
-        return [Node(self.name, self._unit(fold.pe), self.inputs, self.output)]

@@ -35,9 +35,8 @@ class LookupEngine(LaneEngine):
     def cycles(self, fold):
         return self.pixels * (self.channels // fold.pe)
 
-    def features(self, fold, options, dsps=0):
-        from qloom.hw.estimate import unelaborated
-        return [("", unelaborated(self.unit(fold.pe, options.family)).estimate(options.family))]
+    def template(self, fold, options):
+        return self.unit(fold.pe, options.family)
 
     @property
     def in_bits(self) -> int:
@@ -47,6 +46,3 @@ class LookupEngine(LaneEngine):
     def out_bits(self) -> int:
         return self.layer.out_type.bits
 
-    def nodes(self, fold, options, dsps=0):
-        from qloom.hw.top import Node
-        return [Node(self.name, self.unit(fold.pe, options.family), self.inputs, self.output)]

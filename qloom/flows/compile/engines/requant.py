@@ -28,9 +28,8 @@ class RequantEngine(ChannelEngine):
                            lo=layer.lo, hi=layer.hi, in_type=layer.in_type,
                            out_type=layer.out_type, lanes=lanes, block_table=block_table)
 
-    def features(self, fold, options, dsps=0):
-        from qloom.hw.estimate import unelaborated
-        return [("", unelaborated(self.unit(fold.pe, options.family)).estimate(options.family))]
+    def template(self, fold, options):
+        return self.unit(fold.pe, options.family)
 
     @property
     def in_bits(self) -> int:
@@ -40,6 +39,3 @@ class RequantEngine(ChannelEngine):
     def out_bits(self) -> int:
         return self.layer.out_type.bits
 
-    def nodes(self, fold, options, dsps=0):
-        from qloom.hw.top import Node
-        return [Node(self.name, self.unit(fold.pe, options.family), self.inputs, self.output)]

@@ -33,12 +33,8 @@ class ThresholdEngine(ChannelEngine):
     def mode(self):
         return mode_for(self.layer.num_thresholds)
 
-    def unit(self, fold, options):
+    def template(self, fold, options):
         return thresholding(self.layer, self.layer.in_type, fold.pe, options, self.mode)
-
-    def features(self, fold, options, dsps=0):
-        from qloom.hw.estimate import unelaborated
-        return [("", unelaborated(self.unit(fold, options)).estimate(options.family))]
 
     @property
     def in_bits(self) -> int:
@@ -48,6 +44,3 @@ class ThresholdEngine(ChannelEngine):
     def out_bits(self) -> int:
         return self.layer.out_type.bits
 
-    def nodes(self, fold, options, dsps=0):
-        from qloom.hw.top import Node
-        return [Node(self.name, self.unit(fold, options), self.inputs, self.output)]

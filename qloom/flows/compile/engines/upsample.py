@@ -35,9 +35,6 @@ class UpsampleEngine(LaneEngine):
     def cycles(self, fold):
         return self._asked(fold.pe).cycles_per_frame
 
-    def features(self, fold, options, dsps=0):
-        return [("", self._asked(fold.pe).estimate(options.family))]
-
     @property
     def in_bits(self) -> int:
         return self.dtype.bits
@@ -45,7 +42,3 @@ class UpsampleEngine(LaneEngine):
     @property
     def out_bits(self) -> int:
         return self.dtype.bits
-
-    def nodes(self, fold, options, dsps=0):
-        from qloom.hw.top import Node
-        return [Node(self.name, self.unit(fold.pe), self.inputs, self.output)]
