@@ -96,12 +96,17 @@ class ConvEngine(Engine):
         return [Fold(pe, simd) for pe in divisors(self.out_c) for simd in divisors(self.in_c)]
 
     def window(self, simd: int):
-        """The sliding window's configuration for ``simd`` lanes."""
+        """The sliding window's configuration for ``simd`` lanes (made once per ``simd``:
+        the planner asks for its cycles at every folding it tries)."""
         from qloom.hw.swg import WindowConfig
-        conv = self.conv
-        return WindowConfig(in_h=self.in_h, in_w=self.in_w, channels=self.in_c,
-                            kernel=conv.kernel, stride=conv.stride, pads=conv.pads,
-                            dtype=conv.in_type, simd=simd, pad_code=self.pad_code)
+        windows = self.__dict__.setdefault("_windows", {})
+        if simd not in windows:
+            conv = self.conv
+            windows[simd] = WindowConfig(
+                in_h=self.in_h, in_w=self.in_w, channels=self.in_c, kernel=conv.kernel,
+                stride=conv.stride, pads=conv.pads, dtype=conv.in_type, simd=simd,
+                pad_code=self.pad_code)
+        return windows[simd]
 
     def cycles(self, fold):
         """The slower of the matrix unit and the window, which takes every input word
