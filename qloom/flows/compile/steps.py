@@ -120,7 +120,6 @@ def _clock_mhz(state, cfg) -> float:
 
 
 def step_fold(state, cfg):
-    engines, options = state.engines, state.options
     if cfg.latency and cfg.target_fps is not None:
         raise QloomError("--latency and --target-fps both choose the folding; give one")
     if cfg.fold == "auto":

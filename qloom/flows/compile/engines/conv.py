@@ -133,7 +133,7 @@ class ConvEngine(Engine):
         from qloom.hw import swg
         from qloom.hw.estimate import unelaborated
         from qloom.flows.compile.engines.threshold import thresholding
-        conv, family = self.conv, options.family
+        family = options.family
         window = swg.estimate(self.window(fold.simd), family)
         if not self.systolic:
             from qloom.hw import mvu

@@ -84,7 +84,7 @@ class DepthwiseEngine(Engine):
         from qloom.hw import swg
         from qloom.hw.estimate import unelaborated
         from qloom.flows.compile.engines.threshold import thresholding
-        conv, family = self.conv, options.family
+        family = options.family
         unit = self._asked(fold.pe)
         parts = [("_swg", swg.estimate(self.window(fold.pe), family)),
                  ("", unit.estimate(family))]
