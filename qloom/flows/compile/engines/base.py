@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from qloom.errors import QloomError, UnsupportedModelError
 from qloom.flows.compile.cost import Family, Resources, calibrated
 
-__all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "ChannelEngine", "divisors",
-           "refused_as_unsupported", "identity_needed", "window_needed"]
+__all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "PixelEngine", "ChannelEngine",
+           "divisors", "refused_as_unsupported", "identity_needed", "window_needed"]
 
 
 def divisors(n: int) -> list[int]:
@@ -290,6 +290,24 @@ class LaneEngine(Engine):
 
     def out_lanes(self, fold):
         return fold.pe
+
+
+class PixelEngine(LaneEngine):
+    """A lane engine over one ``[in_h, in_w, channels]`` image of ``dtype`` elements
+    (pooling, upsampling): the layer, its input's shape and type."""
+
+    def __init__(self, layer, in_shape, dtype):
+        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
+        self.layer, self.dtype = layer, dtype
+        self.in_h, self.in_w, self.channels = in_shape
+
+    @classmethod
+    def from_layer(cls, layer, net, threshold=None):
+        return cls(layer, net.shape_of(layer.inputs[0]), net.tensors[layer.inputs[0]].dtype)
+
+    @property
+    def in_bits(self) -> int:
+        return self.dtype.bits
 
 
 class ChannelEngine(LaneEngine):

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from qloom.nn.dtypes import DataType
-from qloom.nn.ir import Upsample
-from qloom.flows.compile.engines.base import LaneEngine
+from qloom.flows.compile.engines.base import PixelEngine
 
 __all__ = ["UpsampleEngine"]
 
 
-class UpsampleEngine(LaneEngine):
+class UpsampleEngine(PixelEngine):
     kind = "upsample"
-
-    def __init__(self, layer: Upsample, in_shape, dtype: DataType):
-        super().__init__(layer.name, (layer.name,), layer.inputs, layer.output)
-        self.layer, self.dtype = layer, dtype
-        self.in_h, self.in_w, self.channels = in_shape
-
-    @classmethod
-    def from_layer(cls, layer, net, threshold=None):
-        return cls(layer, net.shape_of(layer.inputs[0]), net.tensors[layer.inputs[0]].dtype)
 
     def unit(self, lanes: int):
         """The template for ``lanes`` lanes."""
@@ -34,10 +23,6 @@ class UpsampleEngine(LaneEngine):
 
     def cycles(self, fold):
         return self._asked(fold.pe).cycles_per_frame
-
-    @property
-    def in_bits(self) -> int:
-        return self.dtype.bits
 
     @property
     def out_bits(self) -> int:
