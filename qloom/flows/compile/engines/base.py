@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from qloom.errors import QloomError, UnsupportedModelError
 from qloom.flows.compile.cost import Family, Resources, calibrated
 
-__all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "PixelEngine", "ChannelEngine",
+__all__ = ["Fold", "BuildOptions", "Engine", "LaneEngine", "PixelEngine", "TypedLayer", "ChannelEngine",
            "divisors", "refused_as_unsupported", "identity_needed", "window_needed"]
 
 
@@ -308,6 +308,19 @@ class PixelEngine(LaneEngine):
     @property
     def in_bits(self) -> int:
         return self.dtype.bits
+
+
+class TypedLayer:
+    """The element widths of an engine whose ``layer`` states its input and output types
+    (``in_type``, ``out_type``): a lookup, requantization or threshold layer."""
+
+    @property
+    def in_bits(self) -> int:
+        return self.layer.in_type.bits
+
+    @property
+    def out_bits(self) -> int:
+        return self.layer.out_type.bits
 
 
 class ChannelEngine(LaneEngine):

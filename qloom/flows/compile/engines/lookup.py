@@ -4,12 +4,13 @@ narrow input."""
 from __future__ import annotations
 
 from qloom.nn.ir import Lookup
-from qloom.flows.compile.engines.base import LaneEngine, pixels, refused_as_unsupported
+from qloom.flows.compile.engines.base import (LaneEngine, TypedLayer, pixels,
+                                              refused_as_unsupported)
 
 __all__ = ["LookupEngine"]
 
 
-class LookupEngine(LaneEngine):
+class LookupEngine(TypedLayer, LaneEngine):
     kind = "lookup"
 
     def __init__(self, layer: Lookup, shape):
@@ -37,12 +38,3 @@ class LookupEngine(LaneEngine):
 
     def template(self, fold, options):
         return self.unit(fold.pe, options.family)
-
-    @property
-    def in_bits(self) -> int:
-        return self.layer.in_type.bits
-
-    @property
-    def out_bits(self) -> int:
-        return self.layer.out_type.bits
-

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from qloom.nn.ir import Requant
-from qloom.flows.compile.engines.base import ChannelEngine, refused_as_unsupported
+from qloom.flows.compile.engines.base import ChannelEngine, TypedLayer, refused_as_unsupported
 
 __all__ = ["RequantEngine"]
 
 
-class RequantEngine(ChannelEngine):
+class RequantEngine(TypedLayer, ChannelEngine):
     kind = "requant"
     layer: Requant
 
@@ -30,12 +30,3 @@ class RequantEngine(ChannelEngine):
 
     def template(self, fold, options):
         return self.unit(fold.pe, options.family)
-
-    @property
-    def in_bits(self) -> int:
-        return self.layer.in_type.bits
-
-    @property
-    def out_bits(self) -> int:
-        return self.layer.out_type.bits
-

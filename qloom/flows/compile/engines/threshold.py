@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from qloom.hw.threshold import SEARCH_FROM, ThresholdMode, mode_for, search_read_registers
 from qloom.nn.ir import MultiThreshold
-from qloom.flows.compile.engines.base import ChannelEngine
+from qloom.flows.compile.engines.base import ChannelEngine, TypedLayer
 from qloom.flows.compile.engines.dense import threshold_compare_register, threshold_spec
 
 __all__ = ["ThresholdEngine", "SEARCH_FROM", "thresholding"]
@@ -23,7 +23,7 @@ def thresholding(layer: MultiThreshold, in_type, pe: int, options,
                         family=options.family)
 
 
-class ThresholdEngine(ChannelEngine):
+class ThresholdEngine(TypedLayer, ChannelEngine):
     """Both variants take one word per cycle (the binary search is pipelined)."""
 
     kind = "threshold"
@@ -35,12 +35,3 @@ class ThresholdEngine(ChannelEngine):
 
     def template(self, fold, options):
         return thresholding(self.layer, self.layer.in_type, fold.pe, options, self.mode)
-
-    @property
-    def in_bits(self) -> int:
-        return self.layer.in_type.bits
-
-    @property
-    def out_bits(self) -> int:
-        return self.layer.out_type.bits
-
