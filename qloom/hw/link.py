@@ -5,6 +5,7 @@ its output frame or an error reply."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
@@ -125,27 +126,46 @@ class Link(wiring.Component):
         then feed the frame from the buffer (``rp``) to ``feed``; an error is kept as its
         cause flags and handed on in REPORT (``report_now``) once none is pending."""
         fin = self.input_format
-        rx_crc = Signal(16)
-        # Assembled from the buffer's bytes; no reset, so that the register behind the
-        # block RAM read can move into the block (qloom.flows.toolchain.ecp5_outreg: TFC-w2a2 at
-        # 150 MHz, 5.61 ns clock-to-out from the block without it).
-        word = Signal(8 * fin.bytes_per_word, reset_less=True)
-        nbyte = Signal(range(fin.bytes_per_word))
-        nword = Signal(range(fin.words))
-        addr = Signal(range(fin.frame_bytes + 1))
-        fault = Signal()
-        fault_status = Signal(8)
-        len_lo_ok, crc_lo_ok, addr_last = Signal(), Signal(), Signal()
-        nbyte_last, nword_last = Signal(), Signal()    # nbyte, nword at their last value
+        rx = SimpleNamespace(
+            rx_crc=Signal(16, name="rx_crc"),
+            # Assembled from the buffer's bytes; no reset, so that the register behind the
+            # block RAM read can move into the block (qloom.flows.toolchain.ecp5_outreg:
+            # TFC-w2a2 at 150 MHz, 5.61 ns clock-to-out from the block without it).
+            word=Signal(8 * fin.bytes_per_word, reset_less=True, name="word"),
+            nbyte=Signal(range(fin.bytes_per_word), name="nbyte"),
+            nword=Signal(range(fin.words), name="nword"),
+            addr=Signal(range(fin.frame_bytes + 1), name="addr"),
+            fault=Signal(name="fault"), fault_status=Signal(8, name="fault_status"),
+            len_lo_ok=Signal(name="len_lo_ok"), crc_lo_ok=Signal(name="crc_lo_ok"),
+            addr_last=Signal(name="addr_last"),
+            # nbyte, nword at their last value
+            nbyte_last=Signal(name="nbyte_last"), nword_last=Signal(name="nword_last"))
+        got = self._judge_bytes(m, rx)
+        m.d.comb += [wp.addr.eq(rx.addr), wp.data.eq(got.b), rp.addr.eq(rx.addr),
+                     feed.payload.data.eq(rx.word[:fin.data_bits])]
+        rx_fsm = self._request_fsm(m, rx, got, feed, wp, report_now=report_now,
+                                   err_pending=err_pending, report_status=report_status,
+                                   bad_fault=bad_fault, bad_length=bad_length)
+        self._shift_word(m, rx.word, rp.data, rx_fsm)
 
-        # Input stages: each byte is held in `b` and judged in two registered steps before
-        # the state machine sees it (`byte`), so that no path runs from the UART through a
-        # wide compare into the state machine: first against the constants and XORed with
-        # the CRC so far, then the XORs tested for zero (two LUT levels per step; one step
-        # was 4 levels on the iCEBreaker, 3 ns of routing between each). The second length
-        # and CRC bytes are judged whole, with the first byte's result (taken by then):
-        # each is one flag for the state logic. A byte arrives at most every 10 * divisor
-        # cycles, so the two cycles cost nothing.
+        # One flip-flop per state (Yosys recodes the FSM): the state decode in front of
+        # every enable was most of the receiver's logic depth, the iCEBreaker's critical
+        # path on TFC-w1a1 and the jet tagger (state -> enables, 5-6 levels, mostly
+        # routing on a nearly full UP5K). The boards' clock domains start in reset, which
+        # sets the state, so the power-up value Yosys ignores for a recoded FSM is unused.
+        rx_fsm.state.attrs["fsm_encoding"] = "one-hot"
+
+    def _judge_bytes(self, m, rx) -> SimpleNamespace:
+        """The receiver's input stages: each byte is held in ``b`` and judged in two
+        registered steps before the state machine sees it (``byte``; the state machine
+        asserts ``take`` when it has used it), so that no path runs from the UART through
+        a wide compare into the state machine: first against the constants and XORed with
+        the CRC so far, then the XORs tested for zero (two LUT levels per step; one step
+        was 4 levels on the iCEBreaker, 3 ns of routing between each). The second length
+        and CRC bytes are judged whole, with the first byte's result (taken by then): each
+        is one flag for the state logic. A byte arrives at most every 10 * divisor cycles,
+        so the two cycles cost nothing. Also sets ``rx.fault``."""
+        fin = self.input_format
         b, hold, byte, take = Signal(8), Signal(), Signal(), Signal()
         judge, judged = Signal(), Signal()
         crc_x = Signal(16)                            # b ^ the CRC so far, low and high byte
@@ -161,11 +181,11 @@ class Link(wiring.Component):
         with m.If(judge):     # a byte came: it is judged
             m.d.sync += [b_sync.eq(b == REQUEST_SYNC),
                          b_len_lo.eq(b == (fin.frame_bytes & 0xFF)),
-                         b_len_ok.eq(len_lo_ok & (b == (fin.frame_bytes >> 8))),
-                         crc_x.eq(Cat(b ^ rx_crc[:8], b ^ rx_crc[8:]))]
+                         b_len_ok.eq(rx.len_lo_ok & (b == (fin.frame_bytes >> 8))),
+                         crc_x.eq(Cat(b ^ rx.rx_crc[:8], b ^ rx.rx_crc[8:]))]
         with m.If(judged):
             m.d.sync += [b_crc_lo.eq(crc_x[:8] == 0),
-                         b_crc_ok.eq(crc_lo_ok & (crc_x[8:] == 0)), byte.eq(1)]
+                         b_crc_ok.eq(rx.crc_lo_ok & (crc_x[8:] == 0)), byte.eq(1)]
         with m.Elif(take & byte):
             m.d.sync += [byte.eq(0), hold.eq(0)]
         # One registered fault flag and its status for the receiving states (a UART error
@@ -173,19 +193,25 @@ class Link(wiring.Component):
         # logic on the iCEBreaker's critical path. A fault wins over a byte seen in the
         # same cycle (a byte that comes exactly as the request times out is too late).
         timed_out = late & ~hold
-        m.d.sync += [fault.eq(self.rx_error | timed_out),
-                     fault_status.eq(Mux(self.rx_error, Status.UART_ERROR, Status.TIMEOUT))]
-        m.d.comb += [wp.addr.eq(addr), wp.data.eq(b), rp.addr.eq(addr),
-                     feed.payload.data.eq(word[:fin.data_bits])]
+        m.d.sync += [rx.fault.eq(self.rx_error | timed_out),
+                     rx.fault_status.eq(Mux(self.rx_error, Status.UART_ERROR, Status.TIMEOUT))]
+        return SimpleNamespace(b=b, byte=byte, take=take, sync=b_sync, len_lo=b_len_lo,
+                               len_ok=b_len_ok, crc_lo=b_crc_lo, crc_ok=b_crc_ok)
 
+    def _request_fsm(self, m, rx, got, feed, wp, *, report_now, err_pending, report_status,
+                     bad_fault, bad_length):
+        """The receiver's state machine over the judged bytes (``got``): hunt, length,
+        payload, CRC, then the frame's words to ``feed``; REPORT hands an error on."""
+        fin = self.input_format
+        b, byte, take = got.b, got.byte, got.take
         with m.FSM(name="rx") as rx_fsm:
             with m.State("HUNT"):
                 m.d.comb += take.eq(1)
-                m.d.sync += [rx_crc.eq(CRC_INIT), nbyte.eq(0), nword.eq(0), addr.eq(0),
-                             addr_last.eq(fin.frame_bytes == 1),
-                             nbyte_last.eq(fin.bytes_per_word == 1),
-                             nword_last.eq(fin.words == 1)]
-                with m.If(byte & b_sync):
+                m.d.sync += [rx.rx_crc.eq(CRC_INIT), rx.nbyte.eq(0), rx.nword.eq(0),
+                             rx.addr.eq(0), rx.addr_last.eq(fin.frame_bytes == 1),
+                             rx.nbyte_last.eq(fin.bytes_per_word == 1),
+                             rx.nword_last.eq(fin.words == 1)]
+                with m.If(byte & got.sync):
                     m.next = "LEN0"
 
             with m.State("REPORT"):    # one error reply at a time; bytes wait meanwhile
@@ -203,22 +229,22 @@ class Link(wiring.Component):
             def receiving(*, crc=True):
                 """Common to the states that take a byte: CRC, timeout, UART errors; the
                 ``with`` body runs with the byte taken."""
-                with m.If(fault):
-                    m.d.sync += [report_status.eq(fault_status), bad_fault.eq(1)]
+                with m.If(rx.fault):
+                    m.d.sync += [report_status.eq(rx.fault_status), bad_fault.eq(1)]
                     m.next = "REPORT"
                 with m.Elif(byte):
                     m.d.comb += take.eq(1)
                     if crc:
-                        m.d.sync += rx_crc.eq(crc16_step(rx_crc, b))
+                        m.d.sync += rx.rx_crc.eq(crc16_step(rx.rx_crc, b))
                     yield
 
             with m.State("LEN0"):
                 with receiving():
-                    m.d.sync += len_lo_ok.eq(b_len_lo)
+                    m.d.sync += rx.len_lo_ok.eq(got.len_lo)
                     m.next = "LEN1"
             with m.State("LEN1"):
                 with receiving():
-                    with m.If(b_len_ok):
+                    with m.If(got.len_ok):
                         m.next = "DATA"
                     with m.Else():
                         m.d.sync += bad_length.eq(1)
@@ -226,47 +252,41 @@ class Link(wiring.Component):
             with m.State("DATA"):
                 with receiving():
                     m.d.comb += wp.en.eq(1)
-                    m.d.sync += [addr.eq(addr + 1), addr_last.eq(addr == fin.frame_bytes - 2)]
-                    with m.If(addr_last):
+                    m.d.sync += [rx.addr.eq(rx.addr + 1),
+                                 rx.addr_last.eq(rx.addr == fin.frame_bytes - 2)]
+                    with m.If(rx.addr_last):
                         m.next = "CRC0"
             with m.State("CRC0"):
                 with receiving(crc=False):
-                    m.d.sync += crc_lo_ok.eq(b_crc_lo)
+                    m.d.sync += rx.crc_lo_ok.eq(got.crc_lo)
                     m.next = "CRC1"
                 # The request is written: the reads start from 0 (cleared here, whatever
                 # the bytes, the address takes no fault or CRC into its logic).
-                m.d.sync += addr.eq(0)
+                m.d.sync += rx.addr.eq(0)
             with m.State("CRC1"):
                 with receiving(crc=False):
-                    with m.If(b_crc_ok):
+                    with m.If(got.crc_ok):
                         m.next = "READ"
                     with m.Else():
                         m.next = "REPORT"               # a bad CRC: neither flag
             with m.State("READ"):      # the read port fetches buffer[addr]
                 m.next = "SHIFT"
             with m.State("SHIFT"):
-                m.d.sync += [addr.eq(addr + 1), nbyte.eq(nbyte + 1),
-                             nbyte_last.eq(nbyte + 2 == fin.bytes_per_word)]
+                m.d.sync += [rx.addr.eq(rx.addr + 1), rx.nbyte.eq(rx.nbyte + 1),
+                             rx.nbyte_last.eq(rx.nbyte + 2 == fin.bytes_per_word)]
                 m.next = "READ"
-                with m.If(nbyte_last):
-                    m.d.sync += [nbyte.eq(0), nbyte_last.eq(fin.bytes_per_word == 1)]
+                with m.If(rx.nbyte_last):
+                    m.d.sync += [rx.nbyte.eq(0), rx.nbyte_last.eq(fin.bytes_per_word == 1)]
                     m.next = "FEED"
             with m.State("FEED"):
-                m.d.comb += [feed.valid.eq(1), feed.payload.last.eq(nword_last)]
+                m.d.comb += [feed.valid.eq(1), feed.payload.last.eq(rx.nword_last)]
                 with m.If(feed.ready):
-                    m.d.sync += [nword.eq(nword + 1), nword_last.eq(nword + 2 == fin.words)]
+                    m.d.sync += [rx.nword.eq(rx.nword + 1),
+                                 rx.nword_last.eq(rx.nword + 2 == fin.words)]
                     m.next = "READ"
-                    with m.If(nword_last):
+                    with m.If(rx.nword_last):
                         m.next = "HUNT"
-
-        self._shift_word(m, word, rp.data, rx_fsm)
-
-        # One flip-flop per state (Yosys recodes the FSM): the state decode in front of
-        # every enable was most of the receiver's logic depth, the iCEBreaker's critical
-        # path on TFC-w1a1 and the jet tagger (state -> enables, 5-6 levels, mostly
-        # routing on a nearly full UP5K). The boards' clock domains start in reset, which
-        # sets the state, so the power-up value Yosys ignores for a recoded FSM is unused.
-        rx_fsm.state.attrs["fsm_encoding"] = "one-hot"
+        return rx_fsm
 
     def _idle_timer(self, m, restart) -> Signal:
         """``late``: ``timeout`` cycles (rounded up to whole wraps of ``lo``) have passed
