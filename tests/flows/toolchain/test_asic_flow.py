@@ -79,6 +79,27 @@ def test_threshold_unit_through_the_flow(tmp_path):
 
 
 @needs_tools
+def test_network_comes_from_the_compiled_model(tmp_path, monkeypatch):
+    """Without a Network given (the command line), the gate-level check's reference is the
+    model file the design was compiled from, loaded again with its options."""
+    from qloom.flows.toolchain.asic import flow
+    from qloom.nn.load import load
+    out = tmp_path / "tfc"
+    compile_model(TFC, out)
+    seen = {}
+
+    def stop(*args):
+        seen["network"] = args[-1]
+        raise ToolError("stopped before the tools")
+    monkeypatch.setattr(flow, "_run", stop)
+    with pytest.raises(ToolError, match="stopped before the tools"):
+        build_asic_flow(out)
+    reference = load(TFC)
+    assert [layer.name for layer in seen["network"].layers] == \
+        [layer.name for layer in reference.layers]
+
+
+@needs_tools
 @pytest.mark.slow
 def test_threshold_unit_timing_missed(tmp_path):
     """A clock the routed design cannot meet ends in an error naming the stage and what to

@@ -205,8 +205,8 @@ def build_asic_flow(out_dir, *, pdk: str = "osu018", clock_mhz: float | None = N
         raise QloomError(f"{out} keeps no model file: pass the Network (network=...) for "
                          f"the gate-level check")
     if network is None:
-        from qloom.flows.simulate import _load_network
-        network = _load_network(out, manifest)
+        from qloom.manifest import load_network
+        network = load_network(out, manifest)
     clock = target_clock(clock_mhz, recorded=manifest.get("clock_mhz"))
     area, failed = _area(out, "build"), _area(out, "build-failed")
     print(f"[qloom] ASIC flow: {kit.title}, clock {clock:g} MHz", flush=True)
