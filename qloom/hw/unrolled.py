@@ -40,11 +40,12 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..nn.dtypes import DataType, smallest_type
-from .compressor import chain_luts, popcount_terms
+from .compressor import popcount_terms
 from .csd import AdderGraph, Node, Term
 from .estimate import Features
 from .threshold import ThresholdSpec
 from .types import shape_of
+from .unrolled_clusters import add_luts, cluster_groups, pair_sums, passthrough
 from .unrolled_ops import (GroupSumOp, RequantOp, RequantSpec, ThresholdOp, TieSelectOp,
                            node_shape)
 from .weight_mem import delayed
@@ -136,7 +137,7 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
             rows = w_eff[list(first[h])]
             products = [g.products(codes[j], rows[:, j]) for j in range(layer.mw)]
             groups = {}
-            common = (_pair_sums(g, w_eff, first[h], products)
+            common = (pair_sums(g, w_eff, first[h], products)
                       if len(first[h]) == 2 and not one_bit else {})
         if popcounts:
             t, offset = popcounts[h]
@@ -173,98 +174,6 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
     return outs, clusters
 
 
-def _proportional(w, a: int, b: int) -> list:
-    """The inputs (two or more) where neuron ``a``'s weights are ``b``'s times the same
-    ``±2**k`` or the reverse, per ratio: ``[((negative, k, a's the larger), inputs)]``."""
-    classes = {}
-    for j in range(w.shape[1]):
-        wa, wb = int(w[a, j]), int(w[b, j])
-        if not wa or not wb:
-            continue
-        big, small = max(abs(wa), abs(wb)), min(abs(wa), abs(wb))
-        if big % small or (big // small) & (big // small - 1):
-            continue
-        key = ((wa < 0) != (wb < 0), (big // small).bit_length() - 1, abs(wa) > abs(wb))
-        classes.setdefault(key, []).append(j)
-    return [(key, inputs) for key, inputs in sorted(classes.items()) if len(inputs) > 1]
-
-
-def _pair_sums(g: AdderGraph, w, pair: tuple, products: list) -> dict:
-    """Sums the two neurons of ``pair`` share: over the inputs where one's weights are
-    the other's times the same ``±2**k`` (two or more inputs), one sum of the smaller
-    weights' products, shifted and negated for the other. Returns ``{neuron: [(inputs,
-    term)]}``, the inputs each term covers."""
-    a, b = pair
-    out = {a: [], b: []}
-    for (neg, k, a_bigger), inputs in _proportional(w, a, b):
-        base, other = (b, a) if a_bigger else (a, b)
-        t = g.dot([products[j][int(w[base, j])] for j in inputs], negative_ok=True)
-        out[base].append((tuple(inputs), t))
-        t = t.shifted(k)
-        out[other].append((tuple(inputs), -t if neg else t))
-    return out
-
-
-def cluster_groups(weights: np.ndarray, size: int, inputs: list,
-                   pair_sums: bool = True) -> list[tuple]:
-    """The neurons (rows of ``weights``) grouped into clusters of ``size`` (the last one
-    may be smaller) that share the most product adders: a cluster builds one product per
-    input and distinct odd weight (``AdderGraph.products``), so neurons whose weights on
-    an input have the same odd part (up to sign and a power of two) share it. Greedy:
-    size 2 takes the pairs of largest saving first; larger sizes grow each cluster from
-    the first neuron left by the neuron that adds the fewest adders; with ``pair_sums``
-    a pair also counts the adders of the sums it shares (``_pair_sums``). ``inputs``:
-    the input nodes (their ranges set the products' widths)."""
-    mh, mw = weights.shape
-    costs = {}
-
-    def cost(j: int, constants) -> int:
-        """LUT4s of the products of input ``j`` by ``constants`` (their odd parts)."""
-        key = (inputs[j].lo, inputs[j].hi, frozenset(
-            abs(int(c)) >> ((int(c) & -int(c)).bit_length() - 1) for c in constants if c))
-        if key not in costs:
-            g = AdderGraph()
-            g.products(g.input(key[0], key[1]), sorted(key[2]))
-            costs[key] = sum(_add_luts(g, n) for n in g.nodes if n.op == "add")
-        return costs[key]
-
-    def added(group, h) -> int:
-        """Product LUT4s that neuron ``h`` adds to ``group``."""
-        return sum(cost(j, [weights[k, j] for k in group] + [weights[h, j]])
-                   - cost(j, [weights[k, j] for k in group]) for j in range(mw))
-
-    def sums(a, b) -> int:
-        """LUT4s of the adders the pair's shared sums save (``_pair_sums``), each about
-        as wide as its input times the smaller weight."""
-        if not pair_sums:
-            return 0
-        small = np.minimum(np.abs(weights[a]), np.abs(weights[b]))
-        return sum(chain_luts(max(1, inputs[j].bits + int(small[j]).bit_length() - 1))
-                   for _, js in _proportional(weights, a, b) for j in js[1:])
-
-    free = list(range(mh))
-    if size == 2:
-        alone = [added((), h) for h in range(mh)]
-        pairs = sorted(((alone[b] - added((a,), b) + sums(a, b), a, b) for a in range(mh)
-                        for b in range(a + 1, mh)), key=lambda p: (-p[0], p[1], p[2]))
-        taken, groups = set(), []
-        for _, a, b in pairs:
-            if a not in taken and b not in taken:
-                taken |= {a, b}
-                groups.append((a, b))
-        groups += [(h,) for h in free if h not in taken]
-        return sorted(groups)
-    groups = []
-    while free:
-        group = [free.pop(0)]
-        while free and len(group) < size:
-            best = min(free, key=lambda h: (added(group, h), h))
-            free.remove(best)
-            group.append(best)
-        groups.append(tuple(group))
-    return groups
-
-
 def _group_terms(g: AdderGraph, codes: list, row, products, groups: dict) -> list:
     """A neuron's terms over one-bit inputs: per group of ``GroupSumOp.GROUP`` inputs one
     lookup table (shared through ``groups`` with the neurons whose weights there are
@@ -292,15 +201,6 @@ def _group_terms(g: AdderGraph, codes: list, row, products, groups: dict) -> lis
     return terms
 
 
-def _passthrough(g: AdderGraph, node: Node) -> int:
-    """Low bits of adder ``node`` = A ± (B << s) that are A's own (``s`` when A is
-    positive, unshifted and wider than ``s``), outside its carry chain."""
-    a, b = node.operands
-    if a.shift == 0 and not a.neg and b.shift > 0 and g.nodes[a.node].bits > b.shift:
-        return b.shift
-    return 0
-
-
 def _stage_start(level: int, per: int) -> int:
     """The first level of a stage at or after ``level`` (``per`` levels per stage): ``level``
     itself when a stage starts there, else the next stage's start."""
@@ -310,11 +210,6 @@ def _stage_start(level: int, per: int) -> int:
 def _is_hop(node: Node) -> bool:
     """Whether ``node`` is a hop (``compressor._HopOp``): its operand a stage later."""
     return getattr(node.info, "hop", False)
-
-
-def _add_luts(g: AdderGraph, node: Node) -> int:
-    """LUT4s of one adder (its bits outside the passthrough; see ``chain_luts``)."""
-    return chain_luts(node.bits - _passthrough(g, node))
 
 
 # Readers beyond which a value is broadcast: a layer's inputs are read by all their
@@ -528,7 +423,7 @@ class UnrolledDesign:
         adders = [n for n in self.stage if g.nodes[n].op == "add"]
         externs = [n for n in self.stage if g.nodes[n].op == "extern"]
         return {"adders": len(adders), "externs": len(externs),
-                "adder_luts": sum(_add_luts(g, g.nodes[n]) for n in adders),
+                "adder_luts": sum(add_luts(g, g.nodes[n]) for n in adders),
                 "extern_luts": sum(g.nodes[n].info.luts for n in externs),
                 "register_bits": sum(self.registers(n) * g.nodes[n].bits for n in self.stage)
                 + sum(g.nodes[n].bits for n, _, _ in self.copy_registers()),
@@ -641,7 +536,7 @@ class UnrolledChain(wiring.Component):
                 s = d.stage[n]
                 read = functools.partial(operand, reader=n)
                 if node.op == "add":
-                    m.d.comb += sig.eq(self._adder(node, _passthrough(g, node), s, read))
+                    m.d.comb += sig.eq(self._adder(node, passthrough(g, node), s, read))
                 else:
                     ops = [read(t, s) for t in node.operands]
                     # An operation that needs its own kept signals builds into ``m``.
