@@ -201,7 +201,8 @@ class Link(wiring.Component):
     def _request_fsm(self, m, rx, got, feed, wp, *, report_now, err_pending, report_status,
                      bad_fault, bad_length):
         """The receiver's state machine over the judged bytes (``got``): hunt, length,
-        payload, CRC, then the frame's words to ``feed``; REPORT hands an error on."""
+        payload, CRC, then the frame's words to ``feed`` (``_feed_states``); REPORT hands
+        an error on."""
         fin = self.input_format
         b, byte, take = got.b, got.byte, got.take
         with m.FSM(name="rx") as rx_fsm:
@@ -269,24 +270,30 @@ class Link(wiring.Component):
                         m.next = "READ"
                     with m.Else():
                         m.next = "REPORT"               # a bad CRC: neither flag
-            with m.State("READ"):      # the read port fetches buffer[addr]
-                m.next = "SHIFT"
-            with m.State("SHIFT"):
-                m.d.sync += [rx.addr.eq(rx.addr + 1), rx.nbyte.eq(rx.nbyte + 1),
-                             rx.nbyte_last.eq(rx.nbyte + 2 == fin.bytes_per_word)]
-                m.next = "READ"
-                with m.If(rx.nbyte_last):
-                    m.d.sync += [rx.nbyte.eq(0), rx.nbyte_last.eq(fin.bytes_per_word == 1)]
-                    m.next = "FEED"
-            with m.State("FEED"):
-                m.d.comb += [feed.valid.eq(1), feed.payload.last.eq(rx.nword_last)]
-                with m.If(feed.ready):
-                    m.d.sync += [rx.nword.eq(rx.nword + 1),
-                                 rx.nword_last.eq(rx.nword + 2 == fin.words)]
-                    m.next = "READ"
-                    with m.If(rx.nword_last):
-                        m.next = "HUNT"
+            self._feed_states(m, rx, feed)
         return rx_fsm
+
+    def _feed_states(self, m, rx, feed):
+        """The receiver's states after a good request (inside its FSM): each word of the
+        frame read from the buffer a byte at a time (READ, SHIFT), then fed (FEED)."""
+        fin = self.input_format
+        with m.State("READ"):      # the read port fetches buffer[addr]
+            m.next = "SHIFT"
+        with m.State("SHIFT"):
+            m.d.sync += [rx.addr.eq(rx.addr + 1), rx.nbyte.eq(rx.nbyte + 1),
+                         rx.nbyte_last.eq(rx.nbyte + 2 == fin.bytes_per_word)]
+            m.next = "READ"
+            with m.If(rx.nbyte_last):
+                m.d.sync += [rx.nbyte.eq(0), rx.nbyte_last.eq(fin.bytes_per_word == 1)]
+                m.next = "FEED"
+        with m.State("FEED"):
+            m.d.comb += [feed.valid.eq(1), feed.payload.last.eq(rx.nword_last)]
+            with m.If(feed.ready):
+                m.d.sync += [rx.nword.eq(rx.nword + 1),
+                             rx.nword_last.eq(rx.nword + 2 == fin.words)]
+                m.next = "READ"
+                with m.If(rx.nword_last):
+                    m.next = "HUNT"
 
     def _idle_timer(self, m, restart) -> Signal:
         """``late``: ``timeout`` cycles (rounded up to whole wraps of ``lo``) have passed
