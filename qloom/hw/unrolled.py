@@ -2,10 +2,11 @@
 the logic.
 
 A chain of dense layers, each optionally followed by its requantization or thresholds,
-becomes one pipelined adder graph (``qloom.hw.csd``): every product of an input by a
-constant weight is shifts and adds of the input (made once per distinct constant per
-input, zero weights removed), every neuron an adder tree over its products and its
-constant (bias, rounding offset), every requantization a shift, round and clamp, every
+becomes one pipelined adder graph (``qloom.hw.csd``): every weight is its signed digits,
+so a neuron is a sum of shifted inputs; the sums of two digits that recur across the
+layer's neurons (or within one, a product) are made once (``qloom.hw.digit_cse``), and
+every neuron adds what is left and its constant (bias, rounding offset) as an adder
+tree; every requantization is a shift, round and clamp, every
 threshold unit compares against constants. Bipolar inputs enter as their codes ``b``
 (value ``2b - 1``), so binary layers are sums of the input bits with constant signs
 (inversions) and a constant.
@@ -42,10 +43,11 @@ from amaranth.lib.wiring import In, Out
 from ..nn.dtypes import DataType, smallest_type
 from .compressor import popcount_terms
 from .csd import AdderGraph, Node, Term
+from .digit_cse import shared_digit_terms
 from .estimate import Features
 from .threshold import ThresholdSpec
 from .types import shape_of
-from .unrolled_clusters import add_luts, cluster_groups, pair_sums, passthrough
+from .unrolled_clusters import add_luts, cluster_groups, passthrough
 from .unrolled_ops import (GroupSumOp, RequantOp, RequantSpec, ThresholdOp, TieSelectOp,
                            node_shape)
 from .weight_mem import delayed
@@ -135,10 +137,11 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
             if h != clusters[0][0]:
                 g.new_scope()
             rows = w_eff[list(first[h])]
-            products = [g.products(codes[j], rows[:, j]) for j in range(layer.mw)]
             groups = {}
-            common = (pair_sums(g, w_eff, first[h], products)
-                      if len(first[h]) == 2 and not one_bit else {})
+            if one_bit:
+                products = [g.products(codes[j], rows[:, j]) for j in range(layer.mw)]
+            else:
+                shared = dict(zip(first[h], shared_digit_terms(g, codes, rows)))
         if popcounts:
             t, offset = popcounts[h]
             const_h = int(const[h]) + offset
@@ -152,11 +155,7 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
         elif one_bit:
             terms = _group_terms(g, codes, w_eff[h], products, groups)
         else:
-            shared = common.get(h, [])
-            done = {j for inputs, _ in shared for j in inputs}
-            terms = [t for _, t in shared] + [products[j][int(w_eff[h, j])]
-                                              for j in range(layer.mw)
-                                              if w_eff[h, j] and j not in done]
+            terms = shared[h]
         if not popcounts and const[h]:
             terms.append(g.const(int(const[h])))
         t = g.dot(terms, positional=one_bit)

@@ -1,6 +1,6 @@
 """Which neurons of an unrolled layer share adders (``qloom.hw.unrolled``): clusters of
-neurons alike in their weights, the sums two neurons of a pair share, and the LUT4 cost of
-one adder that both the clustering and the layer's estimate count."""
+neurons alike in their weights, and the LUT4 cost of one adder that both the clustering
+and the layer's estimate count."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from .compressor import chain_luts
 from .csd import AdderGraph, Node
 
-__all__ = ["cluster_groups", "pair_sums", "add_luts", "passthrough"]
+__all__ = ["cluster_groups", "add_luts", "passthrough"]
 
 
 def passthrough(g: AdderGraph, node: Node) -> int:
@@ -42,22 +42,6 @@ def _proportional(w, a: int, b: int) -> list:
     return [(key, inputs) for key, inputs in sorted(classes.items()) if len(inputs) > 1]
 
 
-def pair_sums(g: AdderGraph, w, pair: tuple, products: list) -> dict:
-    """Sums the two neurons of ``pair`` share: over the inputs where one's weights are
-    the other's times the same ``±2**k`` (two or more inputs), one sum of the smaller
-    weights' products, shifted and negated for the other. Returns ``{neuron: [(inputs,
-    term)]}``, the inputs each term covers."""
-    a, b = pair
-    out = {a: [], b: []}
-    for (neg, k, a_bigger), inputs in _proportional(w, a, b):
-        base, other = (b, a) if a_bigger else (a, b)
-        t = g.dot([products[j][int(w[base, j])] for j in inputs], negative_ok=True)
-        out[base].append((tuple(inputs), t))
-        t = t.shifted(k)
-        out[other].append((tuple(inputs), -t if neg else t))
-    return out
-
-
 def cluster_groups(weights: np.ndarray, size: int, inputs: list,
                    pair_sums: bool = True) -> list[tuple]:
     """The neurons (rows of ``weights``) grouped into clusters of ``size`` (the last one
@@ -66,7 +50,8 @@ def cluster_groups(weights: np.ndarray, size: int, inputs: list,
     an input have the same odd part (up to sign and a power of two) share it. Greedy:
     size 2 takes the pairs of largest saving first; larger sizes grow each cluster from
     the first neuron left by the neuron that adds the fewest adders; with ``pair_sums``
-    a pair also counts the adders of the sums it shares (``pair_sums``). ``inputs``:
+    a pair also counts the adders of the sums over the inputs where one's weights are the
+    other's times the same ``±2**k`` (which ``digit_cse`` shares). ``inputs``:
     the input nodes (their ranges set the products' widths)."""
     mh, mw = weights.shape
     costs = {}
@@ -87,8 +72,8 @@ def cluster_groups(weights: np.ndarray, size: int, inputs: list,
                    - cost(j, [weights[k, j] for k in group]) for j in range(mw))
 
     def sums(a, b) -> int:
-        """LUT4s of the adders the pair's shared sums save (``pair_sums``), each about
-        as wide as its input times the smaller weight."""
+        """LUT4s of the adders the pair's proportional weights save, each about as wide
+        as its input times the smaller weight."""
         if not pair_sums:
             return 0
         small = np.minimum(np.abs(weights[a]), np.abs(weights[b]))

@@ -248,16 +248,21 @@ def test_estimate_counts_what_is_built(per):
 
 
 def test_shared_products_and_sums_are_made_once():
-    """Neurons with the same weight on an input share its one product; neurons with the
-    same two terms share their sum."""
+    """Sums recurring across neurons and digits are made once (``digit_cse``)."""
     w = np.full((8, 2), 13)
     d = UnrolledDesign([UnrolledLayer(w, int_type(6), uint_type(4))], 3)
-    # 13x once per input (two adders: 3x or 5x first, then 13x), one sum for all.
-    assert d.counts()["adders"] == 2 * 2 + 1
+    # 13 = 16 - 4 + 1: the pattern x0 + x1 recurs at every digit, so 13 * (x0 + x1):
+    # one adder for the sum, two for 13 times it, shared by all eight neurons.
+    assert d.counts()["adders"] == 1 + 2
     w[:, 1] = [1, 2, 4, -8, 3, 5, 7, 9]
     d = UnrolledDesign([UnrolledLayer(w, int_type(6), uint_type(4))], 3)
-    # 13x0 (two adders), x1 times 3, 5, 7, 9 (one adder each), one sum per neuron.
+    # 13x0 (two adders), x1 times 3, 5, 7, 9 (one each), one sum per neuron: a shared
+    # 13x0 + 4x1 would be three adders deep, past digit_cse.MAX_DEPTH.
     assert d.counts()["adders"] == 2 + 4 + 8
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 16, size=(50, 2))
+    got = d.graph.evaluate({t.node: x[:, j] for j, t in enumerate(d.inputs)}, d.outputs)
+    assert np.array_equal(np.stack(got, axis=1), x @ w.T)
 
 
 def _dependents(d: UnrolledDesign) -> dict:
@@ -314,15 +319,17 @@ def test_clusters_pair_neurons_that_share_products():
 
 def test_pairs_share_sums_of_proportional_weights():
     """The two neurons of a cluster share the sum over the inputs where one's weights are
-    the other's times the same ``±2**k``: built once, shifted (and negated) for the
-    other."""
+    the other's times the same ``±2**k`` (``digit_cse``): built once, shifted (and
+    negated) for the other."""
     w = np.array([[3, 5, 7, 1, 0, 2], [6, 10, 14, 2, 9, -4]])
     d0 = _dense("d0", w, int_type(5), int_type(6))
     x = np.random.default_rng(2).integers(-32, 32, size=(30, 6))
     dut, _ = _run([d0], [_hw(d0)], x, cluster=2)
-    # Products 3x, 5x, 7x, 9x; 3x + 5x + 7x + x once; neuron 0 adds 2x, neuron 1 9x and
-    # -4x (the pair 2, -4 is one input: not a shared sum).
-    assert dut.design.counts()["adders"] == 4 + 3 + 1 + 2
+    # 3x0, 5x1, 7x2 (an adder each); x3 + 3x0 and 5x1 + 7x2 shared, doubled for neuron 1
+    # (the whole sum would be three adders deep, past digit_cse.MAX_DEPTH: 10 adders
+    # then); neuron 0 adds 2x5 and the two sums, neuron 1 builds 9x4 - 4x5 (two adders)
+    # and adds the two.
+    assert dut.design.counts()["adders"] == 3 + 2 + 2 + 4
 
 
 def _neighbour_pairs_adders(layer):

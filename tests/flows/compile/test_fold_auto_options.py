@@ -19,7 +19,8 @@ def model():
 
 
 def _plan(model, **options):
-    return run_steps(model, CompileConfig(board=BOARD, **options), until="fold").plan
+    options.setdefault("board", BOARD)
+    return run_steps(model, CompileConfig(**options), until="fold").plan
 
 
 def _fps(plan, clock_mhz=150.0):
@@ -57,10 +58,10 @@ def test_target_fps_reachable_only_by_a_design_too_big_is_refused(model):
 
 def test_latency_with_fold_auto_is_checked_against_the_board(model):
     with pytest.raises(QloomError, match=r"--fold auto --latency: the latency design .* does "
-                       r"not fit ulx3s-85f: estimated LUT [\d,]+/83,640"):
-        _plan(model, fold="auto", latency=True)
+                       r"not fit ulx3s-25f: estimated LUT [\d,]+/24,288"):
+        _plan(model, fold="auto", latency=True, board="ulx3s-25f")
     small = kws_mlp(shape=(1, 1, 2, 4))
-    plan = _plan(small, fold="auto", latency=True)
+    plan = _plan(small, fold="auto", latency=True, board="ulx3s-25f")
     assert plan.how == "auto-latency" and plan.ideal_ii_cycles == 1
     with pytest.raises(QloomError, match="--fold auto needs a board"):
         run_steps(small, CompileConfig(fold="auto", latency=True), until="fold")
