@@ -18,14 +18,16 @@ alone), as one network and (``--layers``) each alone. Where the two differ:
   layers (``Layer.execute``, what ``Network.execute`` runs between its input and output
   quantization).
 
-TFC-w1a1 (binary layers, issue 53's third point) is not in this bench yet: da4ml's
-constant matrix-vector solver had not finished TFC's 784x64 layer after 13 minutes.
+TFC-w1a1 (784-64-64-64-10, bipolar weights and activations; issue 53's third point) is
+in the bench too: da4ml takes the input codes (0/1), each layer as ``(2W) b - sum(W)``,
+and each one-threshold activation as a saturated one-bit quantization (exact on
+integers), its outputs the codes; its solver runs with ``TFC_SOLVER``.
 
 da4ml's pipeline: ``to_pipeline`` with the latency cutoff whose stage count makes its
 latency (one register bank at the input and one after every stage) equal qloom's
 ``UnrolledChain.latency``, or the closest below it.
 
-    python bench/latency_vs_da4ml.py [--pnr] [--layers] [--workdir DIR]
+    python bench/latency_vs_da4ml.py [--pnr] [--layers] [--no-tfc] [--workdir DIR]
 
 Needs the ``bench`` extra (``pip install qloom[bench]``: da4ml). Whole-network place and
 route takes 10-30 minutes per design on a loaded machine.
@@ -42,6 +44,9 @@ from pathlib import Path
 import numpy as np
 
 MODELS = Path(__file__).resolve().parents[1] / "examples" / "models"
+# da4ml's solver options for TFC-w1a1: with its default search over decompositions it had
+# not finished the 784x64 layer after 13 minutes; without it, 160 s.
+TFC_SOLVER = {"search_all_decompose_dc": False}
 DEVICE, PACKAGE, CLOCK_MHZ = "LFE5U-85F", "CABGA381", 100.0
 
 
@@ -72,26 +77,51 @@ def qloom_chain(stages):
     return engine.nodes(engine.fold, BuildOptions(family=Family.ECP5))[0].component
 
 
-def _input_array(dtype, n):
+def _input_array(dtype, n, solver_options=None):
+    """da4ml's input variables: the codes of ``dtype`` (0 and 1 for a bipolar type)."""
     from da4ml.trace import FixedVariableArray
-    lo, hi = dtype.min, dtype.max
+    lo, hi = (0, 1) if dtype.bipolar else (dtype.min, dtype.max)
     return FixedVariableArray.from_lhs(np.full(n, float(lo)), np.full(n, float(hi)),
-                                       np.ones(n))
+                                       np.ones(n), solver_options=solver_options)
 
 
-def da4ml_trace(stages):
-    """da4ml's combinational logic of ``stages`` (see the module documentation)."""
+def _one_bit_threshold(x, post):
+    """``post`` (one threshold per channel, a bipolar output) on da4ml's values ``x``: the
+    output code ``bias + sign * (x >= T)`` as a saturated one-bit quantization of
+    ``x - T + 1`` (sign +1, bias 0) or ``T - x`` (sign -1, bias 1), exact on integers."""
+    t = post.thresholds[:, 0].astype(np.float64)
+    up = (post.sign == 1) & (post.bias == 0)
+    down = (post.sign == -1) & (post.bias == 1)
+    if not np.all(up | down):
+        raise SystemExit(f"{post.name}: only bias + sign * (x >= T) with a bipolar "
+                         f"output is expressed for da4ml here")
+    v = np.where(up, 1.0, -1.0) * x + np.where(up, 1.0 - t, t)
+    return v.quantize(k=0, i=1, f=0, overflow_mode="SAT", round_mode="TRN")
+
+
+def da4ml_trace(stages, solver_options=None):
+    """da4ml's combinational logic of ``stages`` (see the module documentation): integer
+    layers with a Requant after them, or bipolar layers with one threshold per channel
+    after them (the last one may have neither)."""
     from da4ml.trace import comb_trace
     first = stages[0][0]
-    inp = _input_array(first.in_type, first.mw)
+    inp = _input_array(first.in_type, first.mw, solver_options)
     x = inp
     for dense, post in stages:
-        if post is not None and post.op != "Requant" or dense.in_type.bipolar:
-            raise SystemExit(f"{dense.name}: only integer Dense layers with a Requant "
-                             f"after them are compared with da4ml here")
-        x = x @ dense.weights.T.astype(np.float64)
+        w = dense.weights.T.astype(np.float64)
+        if dense.in_type.bipolar:          # value 2b - 1 of code b
+            x = x @ (2 * w) - w.sum(axis=0)
+        else:
+            x = x @ w
         if post is None:
             continue
+        if post.op == "MultiThreshold" and post.num_thresholds == 1 \
+                and post.out_type.bipolar:
+            x = _one_bit_threshold(x, post)
+            continue
+        if post.op != "Requant" or dense.in_type.bipolar:
+            raise SystemExit(f"{dense.name}: only integer Dense layers with a Requant, or "
+                             f"bipolar ones with one threshold, are compared here")
         x = (x + post.bias.astype(np.float64)) * 2.0 ** -post.shift
         signed = int(post.lo < 0)
         bits = int(np.ceil(np.log2(max(abs(post.lo), post.hi + 1))))
@@ -182,10 +212,10 @@ def measure(dut, build: Path, verilog=(), pnr=False) -> dict:
     return row
 
 
-def da4ml_design(stages, cycles, build: Path):
+def da4ml_design(stages, cycles, build: Path, solver_options=None):
     """(component, Verilog files, latency in cycles, cutoff) of da4ml's design."""
     from da4ml.codegen import VerilogModel
-    inp, comb = da4ml_trace(stages)
+    inp, comb = da4ml_trace(stages, solver_options)
     pipe, cutoff = da4ml_pipeline(comb, cycles)
     VerilogModel(pipe, "da4ml_top", build / "verilog").write()
     src = build / "verilog" / "src"
@@ -206,9 +236,17 @@ def da4ml_design(stages, cycles, build: Path):
 def agreement(stages, comb, frames=1000, seed=0):
     first = stages[0][0]
     rng = np.random.default_rng(seed)
-    xs = rng.integers(first.in_type.min, first.in_type.max + 1, (frames, first.mw))
+    if first.in_type.bipolar:
+        codes = rng.integers(0, 2, (frames, first.mw))
+        xs = 2 * codes - 1
+    else:
+        xs = codes = rng.integers(first.in_type.min, first.in_type.max + 1,
+                                  (frames, first.mw))
     ref = reference(stages, xs)
-    got = np.array([comb(row) for row in xs.astype(np.float64)]).astype(np.int64)
+    last = stages[-1][1]
+    if last is not None and last.out_type.bipolar:
+        ref = (ref + 1) // 2                # da4ml's outputs are the codes
+    got = np.array([comb(row) for row in codes.astype(np.float64)]).astype(np.int64)
     diff = np.abs(got - ref)
     return {"frames": frames, "frames_equal": int((diff.max(axis=1) == 0).sum()),
             "values_differ": int((diff != 0).sum()), "values": diff.size,
@@ -219,11 +257,12 @@ def fmt(x, spec):
     return format(x, spec) if x is not None else "-"
 
 
-def compare(name, stages, build: Path, pnr: bool) -> dict:
+def compare(name, stages, build: Path, pnr: bool, solver_options=None) -> dict:
     """Both designs of ``stages``: one printed line each, and the figures."""
     unit = qloom_chain(stages)
     cycles = unit.latency
-    comb, dut, files, d_cycles, cutoff = da4ml_design(stages, cycles, build / "da4ml")
+    comb, dut, files, d_cycles, cutoff = da4ml_design(stages, cycles, build / "da4ml",
+                                                      solver_options)
     agree = agreement(stages, comb)
     q = measure(unit, build / "qloom", pnr=pnr)
     d = measure(dut, build / "da4ml" / "synth", files, pnr=pnr)
@@ -243,6 +282,8 @@ def main(argv=None) -> int:
     p.add_argument("--pnr", action="store_true", help="also place and route (Fmax)")
     p.add_argument("--layers", action="store_true", help="also each jet tagger layer alone")
     p.add_argument("--workdir", type=Path, help="keep the builds here")
+    p.add_argument("--no-tfc", action="store_true", help="leave out TFC-w1a1 (its da4ml "
+                   "solution and two ~50k-LUT4 syntheses take about 15 minutes)")
     args = p.parse_args(argv)
     print(f"ECP5 {DEVICE} {PACKAGE}, {CLOCK_MHZ:.0f} MHz target, Yosys synth_ecp5 -nodsp"
           f"{', nextpnr-ecp5' if args.pnr else ' only (no Fmax)'}; LUT4 and FF of the design"
@@ -252,6 +293,9 @@ def main(argv=None) -> int:
     print(f"{'case':28} {'design':6} {'LUT4':>7} {'FF':>7} {'Fmax':>8} {'cycles':>7} "
           f"{'ns':>8}")
     work = args.workdir or Path(tempfile.mkdtemp(prefix="qloom-da4ml-"))
+    if not args.no_tfc:
+        compare("tfc_w1a1 (network)", stages_of(load("tfc_w1a1")), work / "tfc", args.pnr,
+                TFC_SOLVER)
     stages = stages_of(load("jettagging_w6a6"))
     whole = compare("jettagging_w6a6 (network)", stages, work / "jet", args.pnr)
     if args.layers:
