@@ -45,9 +45,10 @@ def _proportional(w, a: int, b: int) -> list:
 def cluster_groups(weights: np.ndarray, size: int, inputs: list,
                    pair_sums: bool = True) -> list[tuple]:
     """The neurons (rows of ``weights``) grouped into clusters of ``size`` (the last one
-    may be smaller) that share the most product adders: a cluster builds one product per
-    input and distinct odd weight (``AdderGraph.products``), so neurons whose weights on
-    an input have the same odd part (up to sign and a power of two) share it. Greedy:
+    may be smaller) that share the most product adders, counted as one product per input
+    and distinct odd weight (``AdderGraph.products``: neurons whose weights on an input
+    have the same odd part, up to sign and a power of two, share it), a measure of how
+    much the cluster's sums on signed digits (``digit_cse``) can share. Greedy:
     size 2 takes the pairs of largest saving first; larger sizes grow each cluster from
     the first neuron left by the neuron that adds the fewest adders; with ``pair_sums``
     a pair also counts the adders of the sums over the inputs where one's weights are the
