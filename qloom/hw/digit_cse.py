@@ -11,9 +11,11 @@ until none occurs twice. Each neuron then adds what is left of its digits as an 
 tree (``AdderGraph.dot``). Patterns may hold variables made before, so the shared sums
 grow into trees of their own.
 
-On the jet tagger's four layers this takes 20-25% of the adders that sharing the products
-of one input by one constant (``AdderGraph.products``) and equal pairs leaves. It is the
-classic greedy method for multiple constant multiplication (Hartley, 1996), which da4ml's
+On the jet tagger's four layers, each searched whole with no depth limit, it needed
+16-24% fewer adders than products of one input by one constant shared across the layer
+(``AdderGraph.products``) and trees over them; the chain at II 1 (clusters of 2) went from
+53,437 to 45,260 LUT4s by the estimate, 47,687 to 41,790 in Yosys. It is the classic
+greedy method for multiple constant multiplication (Hartley, 1996), which da4ml's
 solver also builds on; here a shared sum may be only ``MAX_DEPTH`` adders deep, so that
 the sharing does not lengthen the pipeline.
 """
