@@ -278,7 +278,9 @@ def _rel(path: Path | None, cwd: Path) -> str | None:
 # 0.70 merged the flag bits of every requantization of the jet tagger's fully shared
 # unrolled chain (an RTLIL netlist without such nets) into one net driven by 220 LUTs;
 # nextpnr refuses such a netlist ("multiply driven"), and were it accepted the design
-# would be wrong. So run_yosys treats the warning as a failed run.
+# would be wrong. The unrolled chain no longer has the kept signals that led to it
+# (``UnrolledChain._datapath``); for any other design that does, run_yosys treats the
+# warning as a failed run.
 CONFLICT_WARNING = "Warning: multiple conflicting drivers for "
 
 
