@@ -129,7 +129,7 @@ def _layer_graph(g: AdderGraph, codes: list, layer: UnrolledLayer,
         popcounts = popcount_terms(g, codes, w_eff * signs[None, :])
     clusters = ([tuple(range(layer.mh))] if popcounts or not cluster else
                 cluster_groups(w_eff, cluster, [g.nodes[t.node] for t in codes],
-                               pair_sums=not one_bit))
+                               proportional=not one_bit))
     first = {c[0]: c for c in clusters}
     outs = [None] * layer.mh
     for h in (h for c in clusters for h in c):

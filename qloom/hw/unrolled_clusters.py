@@ -43,14 +43,14 @@ def _proportional(w, a: int, b: int) -> list:
 
 
 def cluster_groups(weights: np.ndarray, size: int, inputs: list,
-                   pair_sums: bool = True) -> list[tuple]:
+                   proportional: bool = True) -> list[tuple]:
     """The neurons (rows of ``weights``) grouped into clusters of ``size`` (the last one
     may be smaller) that share the most product adders, counted as one product per input
     and distinct odd weight (``AdderGraph.products``: neurons whose weights on an input
     have the same odd part, up to sign and a power of two, share it), a measure of how
     much the cluster's sums on signed digits (``digit_cse``) can share. Greedy:
     size 2 takes the pairs of largest saving first; larger sizes grow each cluster from
-    the first neuron left by the neuron that adds the fewest adders; with ``pair_sums``
+    the first neuron left by the neuron that adds the fewest adders; with ``proportional``
     a pair also counts the adders of the sums over the inputs where one's weights are the
     other's times the same ``±2**k`` (which ``digit_cse`` shares). ``inputs``:
     the input nodes (their ranges set the products' widths)."""
@@ -75,7 +75,7 @@ def cluster_groups(weights: np.ndarray, size: int, inputs: list,
     def sums(a, b) -> int:
         """LUT4s of the adders the pair's proportional weights save, each about as wide
         as its input times the smaller weight."""
-        if not pair_sums:
+        if not proportional:
             return 0
         small = np.minimum(np.abs(weights[a]), np.abs(weights[b]))
         return sum(chain_luts(max(1, inputs[j].bits + int(small[j]).bit_length() - 1))
